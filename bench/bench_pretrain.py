@@ -1,0 +1,143 @@
+"""Pretraining step: tfbert BertPretrainer vs keras-hub BertMaskedLM vs transformers (PyTorch).
+
+Same config, batch, sequence length and masked positions; float32; each peer set up as its users
+run it (keras-hub: TensorFlow backend with jit_compile=True, the Keras default for TF; PyTorch:
+eager CPU with torch.optim.AdamW). Reports sequences/s, model FLOP/s and MFU against the machine's
+measured float32 matmul peak.
+
+    python bench/bench_pretrain.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+
+from common import bert_forward_flops, matmul_peak_flops, timeit  # noqa: E402
+
+SHAPE = dict(layers=4, hidden=512, heads=8, intermediate=2048, vocab=21128)
+SEQ, BATCH, PREDICTIONS = 128, 16, 20
+
+
+def synthetic_batch(seed: int = 0, seq: int = SEQ, batch: int = BATCH,
+                    predictions: int = PREDICTIONS, vocab: int = SHAPE["vocab"]) -> dict:
+    """A pretraining batch: full-length sequences, `predictions` masked positions each."""
+    rng = np.random.default_rng(seed)
+    positions = np.sort(np.stack([rng.choice(np.arange(1, seq - 1), predictions, replace=False)
+                                  for _ in range(batch)]), axis=1).astype("int32")
+    return {
+        "input_ids": rng.integers(5, vocab, (batch, seq)).astype("int32"),
+        "input_mask": np.ones((batch, seq), "int32"),
+        "segment_ids": np.concatenate([np.zeros((batch, seq // 2), "int32"),
+                                       np.ones((batch, seq - seq // 2), "int32")], axis=1),
+        "masked_lm_positions": positions,
+        "masked_lm_ids": rng.integers(5, vocab, (batch, predictions)).astype("int32"),
+        "masked_lm_weights": np.ones((batch, predictions), "float32"),
+        "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype("int32"),
+    }
+
+
+def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool = True):
+    import keras
+
+    from tfbert import BertConfig, BertEncoder, BertPretrainer
+
+    config = BertConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"],
+                        num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+                        intermediate_size=shape["intermediate"], hidden_act="gelu_tanh")
+    model = BertPretrainer(BertEncoder(config))
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile)
+    return lambda: model.train_on_batch(batch)
+
+
+def keras_hub_step(batch: dict, shape: dict = SHAPE):
+    import keras
+    import keras_hub
+
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=shape["vocab"], num_layers=shape["layers"], num_heads=shape["heads"],
+        hidden_dim=shape["hidden"], intermediate_dim=shape["intermediate"],
+        max_sequence_length=512)
+    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  weighted_metrics=["sparse_categorical_accuracy"], jit_compile=True)
+    x = {"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"],
+         "padding_mask": batch["input_mask"].astype(bool),
+         "mask_positions": batch["masked_lm_positions"]}
+    return lambda: model.train_on_batch(x, batch["masked_lm_ids"],
+                                        sample_weight=batch["masked_lm_weights"])
+
+
+def torch_step(batch: dict, shape: dict = SHAPE):
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=shape["vocab"], hidden_size=shape["hidden"],
+        num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
+        intermediate_size=shape["intermediate"], hidden_act="gelu_new")
+    model = transformers.BertForPreTraining(config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    labels = np.full(batch["input_ids"].shape, -100, "int64")
+    np.put_along_axis(labels, batch["masked_lm_positions"], batch["masked_lm_ids"], axis=1)
+    inputs = {
+        "input_ids": torch.from_numpy(batch["input_ids"].astype("int64")),
+        "attention_mask": torch.from_numpy(batch["input_mask"].astype("int64")),
+        "token_type_ids": torch.from_numpy(batch["segment_ids"].astype("int64")),
+        "labels": torch.from_numpy(labels),
+        "next_sentence_label": torch.from_numpy(batch["next_sentence_labels"][:, 0].astype("int64")),
+    }
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(**inputs).loss
+        loss.backward()
+        optimizer.step()
+        return float(loss)
+
+    return step
+
+
+def run(quick: bool = False, peak_flops: float | None = None) -> dict:
+    """Times one training step of each system; returns rows and tfbert's ratio to each peer."""
+    peak = peak_flops or matmul_peak_flops()
+    batch = synthetic_batch()
+    flops_per_seq = 3 * bert_forward_flops(SHAPE["hidden"], SHAPE["layers"],
+                                           SHAPE["intermediate"], SHAPE["vocab"], SEQ,
+                                           PREDICTIONS)
+    reps, inner = (3, 2) if quick else (5, 4)
+    systems = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_step}
+    rows = []
+    for name, make in systems.items():
+        try:
+            step = make(batch)
+        except ImportError as e:  # a peer that is not installed is reported, not faked
+            rows.append({"benchmark": "pretrain_step", "system": name, "error": str(e)})
+            continue
+        t = timeit(step, warmup=3, reps=reps, inner=inner)
+        seq_s = BATCH / t["median_s"]
+        rows.append({"benchmark": "pretrain_step", "system": name,
+                     "step_ms": 1e3 * t["median_s"], "sequences_per_s": seq_s,
+                     "model_tflops": seq_s * flops_per_seq / 1e12,
+                     "mfu": seq_s * flops_per_seq / peak})
+    by = {r["system"]: r for r in rows if "sequences_per_s" in r}
+    ratios = {f"tfbert/{k}": by["tfbert"]["sequences_per_s"] / v["sequences_per_s"]
+              for k, v in by.items() if k != "tfbert" and "tfbert" in by}
+    return {"config": {**SHAPE, "seq": SEQ, "batch": BATCH, "predictions": PREDICTIONS,
+                       "dtype": "float32"},
+            "matmul_peak_gflops": peak / 1e9, "rows": rows, "ratios": ratios}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    print(json.dumps(run(parser.parse_args().quick), indent=2))

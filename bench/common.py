@@ -1,0 +1,72 @@
+"""Shared benchmark helpers: timing, the machine's measured matmul peak, BERT FLOP counts.
+
+Every figure is the median of several timed repetitions after warm-up, measured in the same
+process as the peers it is compared with.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from typing import Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def timeit(fn: Callable[[], object], warmup: int = 2, reps: int = 5, inner: int = 1) -> dict:
+    """Runs fn `warmup` times, then `reps` timed repetitions of `inner` calls each.
+
+    Returns seconds per call: median, min and every repetition.
+    """
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - start) / inner)
+    return {"median_s": statistics.median(times), "min_s": min(times), "all_s": times}
+
+
+def matmul_peak_flops(n: int = 2048, dtype: str = "float32", reps: int = 5) -> float:
+    """The machine's float32 matmul rate (FLOP/s) with TensorFlow: the ceiling MFU is measured
+    against. Best of `reps` timed runs of a chain of n x n matmuls."""
+    import tensorflow as tf
+
+    a = tf.random.normal((n, n), dtype=dtype)
+    b = tf.random.normal((n, n), dtype=dtype)
+
+    @tf.function(jit_compile=True)
+    def chain(x):
+        for _ in range(4):
+            x = tf.matmul(x, b) * 0.01
+        return x
+
+    chain(a).numpy()
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        chain(a).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 4 * 2 * n**3 / best
+
+
+def bert_forward_flops(hidden: int, layers: int, intermediate: int, vocab: int, seq: int,
+                       predictions: int, nsp: bool = True) -> float:
+    """Matmul FLOPs of one sequence's forward pass through encoder + MLM head (+ NSP).
+
+    Per layer: Q, K, V, output projections 4*2*T*H^2; scores and context 2*2*T^2*H; FFN 2*2*T*H*I.
+    MLM head on `predictions` gathered positions: transform 2*H^2 and vocab projection 2*H*V each.
+    Embedding lookups and elementwise work are not counted (as in MFU conventions).
+    """
+    per_layer = 8 * seq * hidden**2 + 4 * seq**2 * hidden + 4 * seq * hidden * intermediate
+    head = predictions * (2 * hidden**2 + 2 * hidden * vocab)
+    pooler_nsp = (2 * hidden**2 + 4 * hidden) if nsp else 0
+    return layers * per_layer + head + pooler_nsp
+
+
+def machine_name() -> str:
+    return f"{platform.node() or 'host'}-{os.cpu_count()}cpu"

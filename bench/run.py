@@ -1,0 +1,115 @@
+"""Runs every tfbert benchmark side by side with its peers, prints a table, writes JSON + a plot.
+
+    python bench/run.py [--quick] [--only pretrain,inference,tokenizer,pipeline,scaling]
+
+Writes bench/results/<machine>-<date>.json and .png. Each figure is the median of several timed
+repetitions after warm-up; every peer is measured in this same run on this same machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import logging
+import os
+import sys
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+from common import machine_name, matmul_peak_flops  # noqa: E402
+
+BENCHMARKS = {  # name -> module exposing run(quick, ...) -> dict with "rows" (and "ratios")
+    "pretrain": "bench_pretrain",
+    "inference": "bench_inference",
+    "tokenizer": "bench_tokenizer",
+    "pipeline": "bench_pipeline",
+    "scaling": "bench_scaling",
+}
+NEEDS_PEAK = {"pretrain", "scaling"}
+
+
+def format_table(results: dict) -> str:
+    lines = [f"{'benchmark':<14} {'system':<28} {'figure':>14}  unit"]
+    for name, result in results["benchmarks"].items():
+        if "error" in result:
+            lines.append(f"{name:<14} {'(failed)':<28} {'':>14}  {result['error'][:60]}")
+            continue
+        for row in result.get("rows", []):
+            key = next((k for k in ("sequences_per_s", "latency_ms", "lines_per_s",
+                                    "examples_per_s", "step_ms") if k in row), None)
+            value = f"{row[key]:.4g}" if key else row.get("error", "")[:40]
+            lines.append(f"{name:<14} {row.get('system', ''):<28} {value:>14}  {key or ''}"
+                         + (f"  MFU {row['mfu']:.0%}" if row.get("mfu") else ""))
+        for ratio, value in result.get("ratios", {}).items():
+            lines.append(f"{name:<14} {ratio:<28} {value:>13.2f}x")
+    return "\n".join(lines)
+
+
+def plot(results: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ratios = {f"{b}: {k}": v for b, r in results["benchmarks"].items()
+              for k, v in r.get("ratios", {}).items()}
+    scaling = results["benchmarks"].get("scaling", {}).get("rows", [])
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    if ratios:
+        names = list(ratios)
+        axes[0].barh(names, [ratios[n] for n in names], color="tab:blue")
+        axes[0].axvline(1.0, color="k", lw=0.8)
+        axes[0].set_xlabel("tfbert speed-up (x; >1 = tfbert faster)")
+        axes[0].set_title("tfbert vs peers (same run, same machine)")
+    for sweep, marker in (("seq", "o"), ("layers", "s")):
+        pts = [(r["value"], r["step_ms"]) for r in scaling if r.get("sweep") == sweep]
+        if pts:
+            xs, ys = zip(*sorted(pts))
+            axes[1].plot(xs, ys, marker=marker, label=f"step time vs {sweep}")
+    axes[1].set_xscale("log", base=2)
+    axes[1].set_yscale("log")
+    axes[1].set_title("tfbert pretraining step scaling")
+    axes[1].set_ylabel("ms / step")
+    axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sweeps")
+    parser.add_argument("--only", default=",".join(BENCHMARKS))
+    parser.add_argument("--out_dir", default=os.path.join(HERE, "results"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    peak = matmul_peak_flops()
+    logging.info("float32 matmul peak: %.1f GFLOP/s", peak / 1e9)
+    results = {"machine": machine_name(), "date": datetime.date.today().isoformat(),
+               "quick": args.quick, "matmul_peak_gflops": peak / 1e9, "benchmarks": {}}
+    for name in args.only.split(","):
+        logging.info("== %s", name)
+        try:
+            module = importlib.import_module(BENCHMARKS[name])
+            kwargs = {"peak_flops": peak} if name in NEEDS_PEAK else {}
+            results["benchmarks"][name] = module.run(args.quick, **kwargs)
+        except Exception as e:  # one failed benchmark must not hide the others' figures
+            traceback.print_exc()
+            results["benchmarks"][name] = {"error": f"{type(e).__name__}: {e}"}
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    stem = os.path.join(args.out_dir, f"{results['machine']}-{results['date']}")
+    with open(stem + ".json", "w") as f:
+        json.dump(results, f, indent=2)
+    plot(results, stem + ".png")
+    print(format_table(results))
+    print(f"\nwrote {stem}.json and {stem}.png")
+
+
+if __name__ == "__main__":
+    main()
