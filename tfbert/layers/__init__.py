@@ -1,0 +1,12 @@
+"""Keras layers of BERT: embeddings, the transformer block, the pretraining heads.
+
+All are written with Keras 3 layers and keras.ops only, so they run under any Keras backend.
+"""
+
+from tfbert.layers.activations import get_activation
+from tfbert.layers.embeddings import BertEmbeddings
+from tfbert.layers.heads import MaskedLMHead, gather_positions
+from tfbert.layers.transformer import BertSelfAttention, BertTransformerLayer
+
+__all__ = ["BertEmbeddings", "BertSelfAttention", "BertTransformerLayer", "MaskedLMHead",
+           "gather_positions", "get_activation"]

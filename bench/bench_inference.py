@@ -1,0 +1,196 @@
+"""Inference of a bert-base-chinese-shaped classifier (seq 128), batch 1 and batch 32.
+
+tfbert's exported SavedModel (`serve_ids` signature) and its TFLite float32/int8 files against
+keras-hub (BertTextClassifier, XLA), PyTorch (transformers BertForSequenceClassification, eager,
+no_grad) and ONNX Runtime (the same PyTorch weights exported to ONNX, ORT's default session).
+Every system gets the same token ids; latency is the median of timed repetitions after warm-up.
+
+    python bench/bench_inference.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+
+from common import timeit  # noqa: E402
+
+SEQ, NUM_CLASSES, PRESET = 128, 2, "bert-base-chinese"
+
+
+def make_inputs(batch: int, seq: int = SEQ, vocab: int = 21128, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocab, (batch, seq)).astype("int32")
+    ids[:, 0], ids[:, -1] = 101, 102
+    return {"input_ids": ids, "input_mask": np.ones((batch, seq), "int32"),
+            "segment_ids": np.zeros((batch, seq), "int32")}
+
+
+def build_tfbert(workdir: str, config=None) -> str:
+    """A random-init tfbert classifier saved in tfbert's format; returns the model dir."""
+    import tfbert
+
+    config = config or tfbert.BertConfig.from_preset(PRESET)
+    model = tfbert.BertClassifier(tfbert.BertEncoder(config), num_classes=NUM_CLASSES)
+    vocab = os.path.join(workdir, "vocab.txt")
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    with open(vocab, "w", encoding="utf-8") as f:
+        f.write("\n".join(specials + [f"[unused{i}]" for i in range(config.vocab_size - 5)]))
+    model_dir = os.path.join(workdir, "model")
+    tfbert.save_pretrained(model, model_dir, vocab_file=vocab,
+                           metadata={"task": "classification", "labels": ["neg", "pos"],
+                                     "max_seq_length": SEQ})
+    return model_dir
+
+
+def tfbert_systems(model_dir: str, workdir: str) -> dict:
+    """serve_ids of the exported SavedModel, and the TFLite files (ids in)."""
+    import tensorflow as tf
+
+    from tfbert.export import export_model
+
+    export_dir = os.path.join(workdir, "saved_models", "bench", "1")
+    info = export_model(model_dir, export_dir, tflite=("float32", "int8"))
+    serve_ids = tf.saved_model.load(export_dir).signatures["serve_ids"]
+    systems = {"tfbert SavedModel serve_ids":
+               lambda x: serve_ids(**{k: tf.constant(v) for k, v in x.items()})}
+    for kind, path in info.get("tflite_ids", {}).items():
+        systems[f"tfbert TFLite {kind}"] = _tflite_runner(path)
+    return systems
+
+
+def _tflite_runner(path: str):
+    import tensorflow as tf
+
+    interpreter = tf.lite.Interpreter(model_path=path, num_threads=os.cpu_count())
+    state = {"batch": None}
+
+    def run(x: dict):
+        batch = x["input_ids"].shape[0]
+        details = {d["name"]: d for d in interpreter.get_input_details()}
+        if state["batch"] != batch:
+            for d in details.values():
+                interpreter.resize_tensor_input(d["index"], [batch, SEQ])
+            interpreter.allocate_tensors()
+            state["batch"] = batch
+        for d in interpreter.get_input_details():
+            key = next(k for k in x if k in d["name"])
+            interpreter.set_tensor(d["index"], x[key].astype(d["dtype"]))
+        interpreter.invoke()
+        return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+    return run
+
+
+def keras_hub_system(config):
+    import keras_hub
+
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, max_sequence_length=512)
+    model = keras_hub.models.BertTextClassifier(backbone, NUM_CLASSES, preprocessor=None)
+    model.compile(jit_compile=True)
+
+    def run(x: dict):
+        return model.predict_on_batch({"token_ids": x["input_ids"],
+                                       "segment_ids": x["segment_ids"],
+                                       "padding_mask": x["input_mask"].astype(bool)})
+
+    return run
+
+
+def torch_systems(model_dir: str, workdir: str, batch_sizes) -> dict:
+    import torch
+    import transformers
+
+    model = transformers.BertForSequenceClassification.from_pretrained(
+        model_dir, num_labels=NUM_CLASSES).eval()
+
+    def to_torch(x):
+        return {"input_ids": torch.from_numpy(x["input_ids"].astype("int64")),
+                "attention_mask": torch.from_numpy(x["input_mask"].astype("int64")),
+                "token_type_ids": torch.from_numpy(x["segment_ids"].astype("int64"))}
+
+    def run_torch(x):
+        with torch.no_grad():
+            return model(**to_torch(x)).logits
+
+    systems = {"pytorch (transformers, eager)": run_torch}
+    try:
+        import onnxruntime as ort
+
+        path = os.path.join(workdir, "model.onnx")
+        example = to_torch(make_inputs(1))
+        torch.onnx.export(model, (example["input_ids"], example["attention_mask"],
+                                  example["token_type_ids"]), path,
+                          input_names=["input_ids", "attention_mask", "token_type_ids"],
+                          output_names=["logits"],
+                          dynamic_axes={k: {0: "batch"} for k in
+                                        ("input_ids", "attention_mask", "token_type_ids",
+                                         "logits")},
+                          dynamo=False)
+        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+
+        def run_ort(x):
+            return session.run(None, {"input_ids": x["input_ids"].astype("int64"),
+                                      "attention_mask": x["input_mask"].astype("int64"),
+                                      "token_type_ids": x["segment_ids"].astype("int64")})
+
+        systems["onnxruntime (default session)"] = run_ort
+    except Exception as e:  # reported in the table as a missing peer, not faked
+        systems["onnxruntime (default session)"] = e
+    return systems
+
+
+def run(quick: bool = False) -> dict:
+    import tfbert
+
+    config = tfbert.BertConfig.from_preset(PRESET)
+    batch_sizes = (1, 32)
+    reps = {1: 5 if quick else 10, 32: 2 if quick else 4}
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        model_dir = build_tfbert(workdir, config)
+        systems = {}
+        for make in (lambda: tfbert_systems(model_dir, workdir),
+                     lambda: {"keras-hub (XLA)": keras_hub_system(config)},
+                     lambda: torch_systems(model_dir, workdir, batch_sizes)):
+            try:
+                systems.update(make())
+            except Exception as e:
+                systems[f"error {len(systems)}"] = e
+        for name, fn in systems.items():
+            for batch in batch_sizes:
+                if isinstance(fn, Exception):
+                    rows.append({"benchmark": "inference", "system": name, "batch": batch,
+                                 "error": f"{type(fn).__name__}: {fn}"})
+                    continue
+                x = make_inputs(batch)
+                t = timeit(lambda fn=fn, x=x: fn(x), warmup=2, reps=reps[batch])
+                rows.append({"benchmark": "inference", "system": f"{name} b={batch}",
+                             "batch": batch, "latency_ms": 1e3 * t["median_s"]})
+    ratios = {}
+    for batch in batch_sizes:
+        by = {r["system"]: r["latency_ms"] for r in rows if r.get("batch") == batch
+              and "latency_ms" in r}
+        ours = by.get(f"tfbert SavedModel serve_ids b={batch}")
+        for name, ms in by.items():
+            if ours and not name.startswith("tfbert"):
+                ratios[f"b={batch} {name.rsplit(' b=', 1)[0]}/tfbert latency"] = ms / ours
+    return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES}, "rows": rows,
+            "ratios": ratios}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    print(json.dumps(run(parser.parse_args().quick), indent=2))

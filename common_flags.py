@@ -1,0 +1,120 @@
+"""absl flag definitions shared by every run_*.py script.
+
+Each script calls the `define_*` groups it needs, passing its own defaults, then turns the parsed
+flags into its library config with `config_from_flags`. Flag names are the original BERT ones
+where they exist (bert_config_file, vocab_file, init_checkpoint, max_seq_length,
+train_batch_size, learning_rate, num_train_steps, ...), and equal the config field names, so a
+flag, a config field and the docs say the same thing.
+
+Example (a script's top):
+
+    import common_flags
+    from tfbert.training.pretrain import PretrainConfig
+
+    common_flags.define_model_flags()
+    common_flags.define_training_flags(learning_rate=1e-4)
+    common_flags.define_runtime_flags()
+
+    def main(argv):
+        config = common_flags.config_from_flags(PretrainConfig)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+
+def define_model_flags(max_seq_length: int = 128) -> None:
+    """The model, its vocab and its starting weights."""
+    flags.DEFINE_string("bert_config_file", None,
+                        "Model config JSON (tfbert, Google bert_config.json or HF config.json).")
+    flags.DEFINE_string("preset", None, "A tfbert.PRESETS model shape (e.g. bert-mini), instead "
+                        "of --bert_config_file.")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
+    flags.DEFINE_string("init_checkpoint", None, "Initial weights: a Hugging Face, Google TF1, "
+                        "keras-hub or tfbert checkpoint (anything tfbert.from_pretrained reads).")
+    flags.DEFINE_bool("do_lower_case", None, "Lower-case and strip accents when tokenizing; "
+                      "default: the model config's lower_case.")
+    flags.DEFINE_integer("max_seq_length", max_seq_length, "Tokens per sequence, [CLS] and "
+                         "[SEP] included.", lower_bound=2)
+
+
+def define_training_flags(output_dir: str | None = None, train_batch_size: int = 32,
+                          eval_batch_size: int = 8, learning_rate: float = 5e-5,
+                          optimizer: str = "adamw", weight_decay: float = 0.01,
+                          save_checkpoints_steps: int = 1000, keep_checkpoint_max: int = 5,
+                          log_steps: int = 100, seed: int = 12345) -> None:
+    """Output, batch sizes, optimizer, checkpointing and the seed."""
+    flags.DEFINE_string("output_dir", output_dir, "Where checkpoints, logs, results and the "
+                        "trained model are written.")
+    flags.DEFINE_integer("train_batch_size", train_batch_size, "Global training batch per "
+                         "optimizer step (all replicas and accumulation micro-batches).",
+                         lower_bound=1)
+    flags.DEFINE_integer("eval_batch_size", eval_batch_size, "Global eval batch.", lower_bound=1)
+    flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate (linear warmup, then "
+                       "linear decay to 0).")
+    flags.DEFINE_enum("optimizer", optimizer, ["adamw", "lamb"], "AdamW or LAMB, with weight "
+                      "decay excluding LayerNorm and biases, epsilon 1e-6, clip norm 1.0.")
+    flags.DEFINE_float("weight_decay", weight_decay, "Weight decay rate.")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1, "Micro-batches per optimizer step "
+                         "(each train_batch_size / this).", lower_bound=1)
+    flags.DEFINE_integer("save_checkpoints_steps", save_checkpoints_steps, "Checkpoint every "
+                         "this many steps.", lower_bound=1)
+    flags.DEFINE_integer("keep_checkpoint_max", keep_checkpoint_max, "Checkpoints to keep.",
+                         lower_bound=1)
+    flags.DEFINE_integer("log_steps", log_steps, "TensorBoard scalar interval in steps.",
+                         lower_bound=1)
+    flags.DEFINE_integer("seed", seed, "Random seed (weights, dropout, data order, masks).")
+
+
+def define_step_flags(num_train_steps: int = 100000, num_warmup_steps: int = 10000,
+                      iterations_per_loop: int | None = None) -> None:
+    """Training length in optimizer steps (pretraining)."""
+    flags.DEFINE_integer("num_train_steps", num_train_steps, "Optimizer steps to train to "
+                         "(a total: a rerun resumes and continues up to it).", lower_bound=1)
+    flags.DEFINE_integer("num_warmup_steps", num_warmup_steps, "Linear warmup steps.",
+                         lower_bound=0)
+    flags.DEFINE_integer("iterations_per_loop", iterations_per_loop, "Steps per Keras loop "
+                         "(the eval interval); default: save_checkpoints_steps.", lower_bound=1)
+
+
+def define_epoch_flags(num_train_epochs: float = 3.0, warmup_proportion: float = 0.1) -> None:
+    """Training length in epochs (fine-tuning)."""
+    flags.DEFINE_float("num_train_epochs", num_train_epochs, "Epochs over the training set.")
+    flags.DEFINE_float("warmup_proportion", warmup_proportion, "Share of the steps spent in "
+                       "linear warmup.")
+
+
+def define_runtime_flags(distribution_strategy: str = "auto") -> None:
+    """Precision, compilation and distribution."""
+    flags.DEFINE_enum("mixed_precision", "float32", ["float32", "bfloat16", "float16"],
+                      "Compute dtype (float32 master weights; float16 uses dynamic loss "
+                      "scaling).")
+    flags.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
+    flags.DEFINE_enum("distribution_strategy", distribution_strategy,
+                      ["auto", "one_device", "mirrored", "multi_worker", "tpu"],
+                      "auto: TPU if configured, else all GPUs, else the CPU. multi_worker: "
+                      "MultiWorkerMirroredStrategy from $TF_CONFIG.")
+    flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (default $TPU_NAME).")
+
+
+def config_from_flags(cls: type, **overrides: Any) -> Any:
+    """An instance of dataclass `cls` from the parsed flags whose names are its fields.
+
+    Args:
+        cls: a dataclass type (e.g. PretrainConfig).
+        **overrides: field values that win over the flags.
+    """
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"config_from_flags needs a dataclass type, got {cls!r}")
+    values = {f.name: FLAGS[f.name].value for f in dataclasses.fields(cls) if f.name in FLAGS}
+    values.update(overrides)
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as e:
+        raise app.UsageError(str(e)) from None

@@ -1,0 +1,86 @@
+"""Writes BERT pretraining TFRecords (sentence pairs as text + NSP label) from raw text.
+
+Input is the original BERT format: plain text, one sentence per line, a blank line between
+documents. Without --input_file the built-in Chinese corpus (tfbert.data.corpora) is used.
+Masks are not stored: tfbert.data.pretraining_dataset draws fresh ones every epoch.
+
+    python data_tools/create_pretraining_data.py --input_file=corpus/*.txt \\
+        --output_file=data/pretrain.tfrecord --vocab_file=vocab.txt --max_seq_length=128 \\
+        --short_seq_prob=0.1 --dupe_factor=5 --random_seed=12345 --num_shards=8 \\
+        --whole_word_mask --gzip
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tfbert.data import instances  # noqa: E402
+
+DEFAULTS = instances.InstanceOptions()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--input_file", default="",
+                   help="comma-separated globs of text files; empty: the built-in corpus")
+    p.add_argument("--output_file", required=True, help="output path (shards: PATH-0000i-of-K)")
+    p.add_argument("--vocab_file", required=True, help="WordPiece vocab.txt")
+    p.add_argument("--do_lower_case", action=argparse.BooleanOptionalAction, default=True,
+                   help="lower-case as the training tokenizer does (default: yes)")
+    p.add_argument("--max_seq_length", type=int, default=DEFAULTS.max_seq_length)
+    p.add_argument("--short_seq_prob", type=float, default=DEFAULTS.short_seq_prob)
+    p.add_argument("--dupe_factor", type=int, default=DEFAULTS.dupe_factor,
+                   help="passes over the input, each with different pairs")
+    p.add_argument("--random_seed", type=int, default=12345)
+    p.add_argument("--num_shards", type=int, default=1)
+    p.add_argument("--whole_word_mask", action="store_true",
+                   help="store jieba word boundaries for (Chinese) whole-word masking")
+    p.add_argument("--gzip", action="store_true", help="GZIP-compress the records")
+    p.add_argument("--balance_next_sentence", action=argparse.BooleanOptionalAction,
+                   default=True, help="keep NotNext at 50%% despite one-sentence chunks")
+    p.add_argument("--shuffle_buffer_documents", type=int,
+                   default=DEFAULTS.shuffle_buffer_documents)
+    p.add_argument("--random_pool_documents", type=int, default=DEFAULTS.random_pool_documents)
+    p.add_argument("--shuffle_buffer_instances", type=int,
+                   default=DEFAULTS.shuffle_buffer_instances)
+    p.add_argument("--no_progress", action="store_true", help="no progress bar")
+    for ignored in ("--max_predictions_per_seq", "--masked_lm_prob"):
+        p.add_argument(ignored, help="accepted for the reference's command line and ignored: "
+                       "masking happens in the input pipeline")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> instances.Stats:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.max_predictions_per_seq or args.masked_lm_prob:
+        logging.warning("--max_predictions_per_seq/--masked_lm_prob are ignored here: pass "
+                        "them to tfbert.data.pretraining_dataset (masks are drawn per epoch)")
+    options = instances.InstanceOptions(
+        max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob,
+        dupe_factor=args.dupe_factor, balance_next_sentence=args.balance_next_sentence,
+        shuffle_buffer_documents=args.shuffle_buffer_documents,
+        random_pool_documents=args.random_pool_documents,
+        shuffle_buffer_instances=args.shuffle_buffer_instances)
+    input_files = None
+    if args.input_file:
+        from tfbert.data.records import expand_file_pattern
+
+        input_files = expand_file_pattern(args.input_file)
+    stats, paths = instances.create_pretraining_data(
+        args.output_file, args.vocab_file, input_files, options, seed=args.random_seed,
+        num_shards=args.num_shards, whole_word_mask=args.whole_word_mask, gzip=args.gzip,
+        lower_case=args.do_lower_case, progress=not args.no_progress)
+    print(f"wrote {len(paths)} file(s): {paths[0]}{' ...' if len(paths) > 1 else ''}")
+    print(stats.summary())
+    return stats
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Fine-tune BERT for named-entity recognition and score it (entity-level P/R/F1).
+
+With only --output_dir and a model it runs the built-in People's Daily NER (January 1998;
+person, place and organisation names as character-level BIO tags; sentences split train/dev/test
+by a stable hash of their text):
+
+    python run_ner.py --init_checkpoint=output/pretrain_default/model --output_dir=output/ner
+    python run_ner.py --train_file=train.txt --dev_file=dev.txt --test_file=test.txt \
+        --init_checkpoint=cased_L-12_H-768_A-12 --output_dir=output/conll03
+
+Files are CoNLL-style: one `token<TAB>tag` per line (BIO or BIOES), a blank line between
+sentences; --char_level for files with one Chinese character per line. Labels go on each
+token's first word piece. Writes output_dir/results.json ({"dev": {"precision", "recall", "f1",
+"per_type", ...}, "test": {...}}), test_predictions.jsonl (entities with character offsets),
+test_predictions.conll (for conlleval) and the fine-tuned model in output_dir/model.
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+
+import common_flags
+from tfbert.tasks.ner import BUILTIN_TASKS, NerConfig, run_ner
+
+_D = NerConfig(output_dir="unused", task_name="people_daily")  # the defaults
+
+common_flags.define_model_flags(max_seq_length=_D.max_seq_length)
+common_flags.define_training_flags(
+    train_batch_size=_D.train_batch_size, eval_batch_size=_D.eval_batch_size,
+    learning_rate=_D.learning_rate, optimizer=_D.optimizer, weight_decay=_D.weight_decay,
+    log_steps=_D.log_steps, seed=_D.seed)
+common_flags.define_epoch_flags(num_train_epochs=_D.num_train_epochs,
+                                warmup_proportion=_D.warmup_proportion)
+common_flags.define_runtime_flags(distribution_strategy=_D.distribution_strategy)
+# Data and run-mode flags every fine-tuning script has (candidates for common_flags.py).
+flags.DEFINE_string("train_file", None, "Training data, CoNLL-style (token<TAB>tag).")
+flags.DEFINE_string("dev_file", None, "Dev data, scored after every epoch (best epoch kept).")
+flags.DEFINE_string("test_file", None, "Test data, scored and predicted.")
+flags.DEFINE_bool("do_train", _D.do_train, "Fine-tune.")
+flags.DEFINE_bool("do_eval", _D.do_eval, "Score the dev set.")
+flags.DEFINE_bool("do_predict", _D.do_predict, "Score the test set and write its predictions.")
+flags.DEFINE_integer("max_train_examples", None, "Use only the first N training sentences.",
+                     lower_bound=1)
+flags.DEFINE_integer("max_eval_examples", None, "Use only the first N dev and test sentences.",
+                     lower_bound=1)
+flags.DEFINE_enum("task_name", None, list(BUILTIN_TASKS), "Built-in data (the default when no "
+                  "file is given): People's Daily 1998-01, PER/LOC/ORG.")
+flags.DEFINE_bool("char_level", _D.char_level, "CoNLL files hold one character per line of "
+                  "text written without spaces (Chinese).")
+flags.DEFINE_float("dropout", _D.dropout, "Dropout before the tagging layer.")
+flags.mark_flag_as_required("output_dir")
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    FLAGS = flags.FLAGS
+    files = FLAGS.train_file or FLAGS.dev_file or FLAGS.test_file
+    task_name = FLAGS.task_name or (None if files else "people_daily")
+    results = run_ner(common_flags.config_from_flags(NerConfig, task_name=task_name))
+    print(json.dumps({k: {m: results[k][m] for m in ("precision", "recall", "f1")}
+                      for k in ("dev", "test") if k in results}, indent=2))
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,271 @@
+"""Optimizers, schedule, strategies and callbacks of tfbert.training, on small Keras models."""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfbert.training import callbacks as cb
+from tfbert.training import distribute, optimization
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _model(seed: int = 1) -> keras.Model:
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([
+        keras.Input((8,)),
+        keras.layers.Dense(16, activation="tanh", name="dense"),
+        keras.layers.LayerNormalization(name="layer_norm"),
+        keras.layers.Dense(1, name="out"),
+    ])
+
+
+def _data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    # Rows of very different scale: gradients well above the clip norm, per-batch norms differ.
+    x = rng.normal(size=(n, 8)).astype("float32") * np.linspace(0.1, 10, n, dtype="float32")[:, None]
+    y = rng.normal(size=(n, 1)).astype("float32") * 5
+    return x, y
+
+
+def _train(k: int, name: str = "adamw", steps: int = 4, batch: int = 16) -> list[np.ndarray]:
+    model = _model()
+    opt = optimization.create_optimizer(1e-2, num_train_steps=20, num_warmup_steps=2,
+                                        optimizer=name, gradient_accumulation_steps=k,
+                                        variables=model.trainable_variables)
+    model.compile(optimizer=opt, loss="mse")
+    x, y = _data()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch // k)
+    model.fit(ds, epochs=1, steps_per_epoch=steps * k, verbose=0)
+    assert int(keras.ops.convert_to_numpy(opt.iterations)) == steps  # updates, not batches
+    return [v.numpy() for v in model.trainable_variables]
+
+
+def test_schedule_warmup_then_linear_decay():
+    s = optimization.WarmupLinearDecay(1e-3, num_train_steps=100, num_warmup_steps=10)
+    values = [float(s(i)) for i in (0, 5, 10, 55, 100, 150)]
+    np.testing.assert_allclose(values, [0.0, 5e-4, 1e-3, 5e-4, 0.0, 0.0], atol=1e-9)
+    no_warmup = optimization.WarmupLinearDecay(1e-3, num_train_steps=4)
+    np.testing.assert_allclose([float(no_warmup(i)) for i in range(5)],
+                               [1e-3, 7.5e-4, 5e-4, 2.5e-4, 0.0], atol=1e-9)
+    with pytest.raises(ValueError, match="num_warmup_steps 20"):
+        optimization.WarmupLinearDecay(1e-3, num_train_steps=10, num_warmup_steps=20)
+
+
+def test_weight_decay_skips_layer_norm_and_biases():
+    model = _model()
+    names = {v.path: optimization.is_excluded_from_weight_decay(v)
+             for v in model.trainable_variables}
+    assert names == {"sequential/dense/kernel": False, "sequential/dense/bias": True,
+                     "sequential/layer_norm/gamma": True, "sequential/layer_norm/beta": True,
+                     "sequential/out/kernel": False, "sequential/out/bias": True}
+    # Behaviour: with zero gradients Adam moves nothing, so only the decay acts: w *= 1 - lr*wd.
+    for name in ("adamw", "lamb"):
+        model = _model()
+        before = [v.numpy().copy() for v in model.trainable_variables]
+        opt = optimization.create_optimizer(0.5, num_train_steps=10, optimizer=name,
+                                            weight_decay=0.1, clip_norm=None,
+                                            variables=model.trainable_variables)
+        opt.apply([keras.ops.zeros_like(v) for v in model.trainable_variables],
+                  model.trainable_variables)
+        for v, w in zip(model.trainable_variables, before, strict=True):
+            if optimization.is_excluded_from_weight_decay(v):
+                np.testing.assert_array_equal(v.numpy(), w, err_msg=f"{name} {v.path}")
+            elif name == "adamw":
+                np.testing.assert_allclose(v.numpy(), w * (1 - 0.5 * 0.1), rtol=1e-6)
+            else:  # LAMB: update = wd * w, trust ratio |w| / |wd w| -> w -= lr * w
+                np.testing.assert_allclose(v.numpy(), w * (1 - 0.5), rtol=1e-5, atol=1e-7)
+
+
+def test_optimizer_settings_match_bert():
+    opt = optimization.create_optimizer(1e-4, num_train_steps=100, num_warmup_steps=10)
+    assert isinstance(opt, optimization.AdamW)
+    assert (opt.epsilon, opt.weight_decay, opt.global_clipnorm) == (1e-6, 0.01, 1.0)
+    lamb = optimization.create_optimizer(1e-4, 100, optimizer="lamb")
+    assert (lamb.epsilon, lamb.decay_rate, lamb.global_clipnorm) == (1e-6, 0.01, 1.0)
+    scaled = optimization.create_optimizer(1e-4, 100, loss_scale=True)
+    assert isinstance(scaled, keras.optimizers.LossScaleOptimizer)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        optimization.create_optimizer(1e-4, 100, optimizer="sgd")
+
+
+def test_lamb_matches_reference_numpy():
+    """Two LAMB steps against a numpy transcription of You et al. (2019), Algorithm 2."""
+    w0 = np.array([[0.5, -1.0], [2.0, 0.25]], "float32")
+    b0 = np.array([0.1, -0.2], "float32")
+    grads = [(np.array([[0.3, -0.1], [0.2, 0.4]], "float32"), np.array([0.5, 0.1], "float32")),
+             (np.array([[-0.2, 0.3], [0.1, -0.5]], "float32"), np.array([0.2, -0.3], "float32"))]
+    w = keras.Variable(w0, name="kernel")
+    b = keras.Variable(b0, name="bias")
+    opt = optimization.Lamb(learning_rate=0.1, decay_rate=0.01, epsilon=1e-6)
+    for gw, gb in grads:
+        opt.apply([gw, gb], [w, b])
+
+    def reference(x, gs, decay):
+        m = v = np.zeros_like(x)
+        for t, g in enumerate(gs, start=1):
+            m = 0.9 * m + 0.1 * g
+            v = 0.999 * v + 0.001 * g * g
+            r = (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-6)
+            if decay:
+                r = r + 0.01 * x
+                ratio = np.linalg.norm(x) / np.linalg.norm(r)
+            else:
+                ratio = 1.0  # excluded: no decay, no layer adaptation
+            x = x - 0.1 * ratio * r
+        return x
+
+    np.testing.assert_allclose(w.numpy(), reference(w0, [g for g, _ in grads], True),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(b.numpy(), reference(b0, [g for _, g in grads], False),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_gradient_accumulation_matches_large_batch(name):
+    """k=4 micro-batches of 4 make the same updates (weights, schedule) as batches of 16."""
+    big = _train(1, name)
+    accumulated = _train(4, name)
+    for a, b in zip(big, accumulated, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_strategy_selection():
+    assert isinstance(distribute.get_strategy("auto"), tf.distribute.OneDeviceStrategy)
+    assert distribute.get_strategy("one_device").num_replicas_in_sync == 1
+    assert distribute.is_chief(tf.distribute.get_strategy())
+    with pytest.raises(ValueError, match="distribution_strategy must be one of"):
+        distribute.get_strategy("horovod")
+    old = os.environ.pop("TF_CONFIG", None)
+    try:
+        with pytest.raises(ValueError, match="TF_CONFIG"):
+            distribute.get_strategy("multi_worker")
+    finally:
+        if old is not None:
+            os.environ["TF_CONFIG"] = old
+
+
+_MIRRORED_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    import numpy as np, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras
+    sys.path.insert(0, {tests!r})
+    import test_training as t
+    from tfbert.training import distribute, optimization
+
+    def run(strategy, k, name):
+        with strategy.scope():
+            model = t._model()
+            opt = optimization.create_optimizer(
+                1e-2, 20, 2, optimizer=name, gradient_accumulation_steps=k,
+                variables=model.trainable_variables, loss_scale=(k == 2))
+            model.compile(optimizer=opt, loss="mse")
+        x, y = t._data()
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16 // k)
+        h = model.fit(ds, epochs=4, steps_per_epoch=k, verbose=0)  # one step per epoch
+        return h.history["loss"], [v.numpy().tolist() for v in model.trainable_variables]
+
+    one = distribute.get_strategy("one_device")
+    mirrored = distribute.get_strategy("mirrored")
+    assert mirrored.num_replicas_in_sync == 2, mirrored.num_replicas_in_sync
+    out = {{}}
+    for name in ("adamw", "lamb"):
+        out[name] = {{"one": run(one, 1, name), "mirrored": run(mirrored, 1, name),
+                     "mirrored_k2": run(mirrored, 2, name)}}
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_mirrored_two_cpus_matches_one_device():
+    """MirroredStrategy over 2 logical CPUs follows the one-device loss trajectory and weights
+    (global-norm clipping sees the global gradient; accumulation and loss scaling work too)."""
+    script = _MIRRORED_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")][-1]
+    out = json.loads(line[len("RESULT"):])
+    for name, runs in out.items():
+        one_loss, one_w = runs["one"]
+        assert one_loss[-1] < one_loss[0]
+        for key in ("mirrored", "mirrored_k2"):
+            loss, w = runs[key]
+            np.testing.assert_allclose(loss, one_loss, rtol=1e-5, err_msg=f"{name} {key}")
+            for a, b in zip(w, one_w, strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=f"{name} {key}")
+
+
+class _Boom(keras.callbacks.Callback):
+    """Makes the weights NaN after the given number of batches (a diverged run)."""
+
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.after, self.seen = after, 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.after:
+            for v in self.model.trainable_variables:
+                v.assign(keras.ops.full(v.shape, float("nan")))
+
+
+def test_callbacks_count_steps_save_checkpoints_and_stop_on_nan(tmp_path):
+    model = _model()
+    opt = optimization.create_optimizer(1e-2, 100, gradient_accumulation_steps=2,
+                                        variables=model.trainable_variables)
+    model.compile(optimizer=opt, loss="mse")
+    opt.build(model.trainable_variables)
+    step = tf.Variable(0, dtype=tf.int64)
+    ckpt = tf.train.Checkpoint(model=model, optimizer=opt, global_step=step)
+    manager = cb.checkpoint_manager(ckpt, str(tmp_path / "checkpoints"), max_to_keep=10)
+    progress = cb.TrainingProgress(0, 2, global_batch_size=8, global_step=step, stop_at=100)
+    guard = cb.StopOnNaN(progress)
+    saver = cb.CheckpointSaver(progress, manager, every_steps=2)
+    board = cb.TensorBoardScalars(progress, str(tmp_path / "logs"), every_steps=1)
+    history = cb.LoopHistory(progress, str(tmp_path / "history.json"))
+    x, y = _data()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).repeat()
+    # 2 batches per step; the weights turn NaN in batch 12 (step 6).
+    model.fit(ds, epochs=3, steps_per_epoch=6, verbose=0,
+              callbacks=[progress, guard, saver, board, history, _Boom(after=12)])
+    assert guard.bad_step == 6 and math.isnan(guard.bad_loss)
+    assert progress.step == 6 and int(step.numpy()) == 6
+    # Checkpoints at steps 2 and 4; none at 6, whose loss is NaN.
+    assert [int(p.rsplit("-", 1)[1]) for p in manager.checkpoints] == [2, 4]
+    assert saver.last_saved == 4
+    reader = tf.train.load_checkpoint(manager.latest_checkpoint)
+    assert reader.get_tensor("global_step/.ATTRIBUTES/VARIABLE_VALUE") == 4
+    entries = json.loads((tmp_path / "history.json").read_text())
+    assert [e["step"] for e in entries] == [3, 6]
+    assert math.isfinite(entries[0]["loss"]) and math.isnan(entries[1]["loss"])
+    assert entries[0]["learning_rate"] > 0
+    # TensorBoard: loss, learning rate and examples/s per step, against the global step.
+    scalars: dict[str, list[int]] = {}
+    for path in glob.glob(str(tmp_path / "logs" / "train" / "events*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append(event.step)
+    assert {"loss", "learning_rate", "examples_per_second"} <= set(scalars)
+    assert scalars["learning_rate"][:3] == [2, 3, 4]
+    assert progress.examples == 6 * 8 and progress.examples_per_second > 0
+
+
+def test_write_json_is_atomic_and_readable(tmp_path):
+    path = tmp_path / "sub" / "r.json"
+    cb.write_json(str(path), {"a": 1, "b": [1.5]})
+    assert json.loads(path.read_text()) == {"a": 1, "b": [1.5]}
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]

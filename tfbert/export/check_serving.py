@@ -1,0 +1,196 @@
+"""Checks that a SavedModel only uses ops the TF Serving model server can run.
+
+TF Serving's `tensorflow_model_server` registers core TensorFlow ops plus the TF Text ops of the
+release it bundles (2.12.1 in TF Serving 2.12-2.19, 2.20.0 in 2.20). This module reads every op a
+SavedModel's graphs and functions use, lists the ones that are not core TensorFlow ops, and says
+per TF Serving version whether the model server provides them. It also checks the core ops
+against the recorded registries of TF 2.12.1 / 2.20.0 (names and attribute names), so an op or a
+non-default attribute newer than the serving release is caught before deployment.
+
+    python -m tfbert.export.check_serving saved_models/NAME/1 [--serving_versions=2.12,2.20]
+
+Exit status 0 when every requested version can serve the model, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import os
+import sys
+
+from tfbert.export.tf_core_ops import CHANGED_ATTRS, CORE_OPS
+from tfbert.export.tf_text_ops import ALL_TF_TEXT_OPS, TF_TEXT_OPS, tf_text_release_for_serving
+
+DEFAULT_SERVING_VERSIONS = ("2.12", "2.20")
+
+
+def _core_release_for_serving(serving_version: str) -> str:
+    """TF core op registry used for a serving version: the recorded release at or below it."""
+    major, minor = (int(p) for p in serving_version.split(".")[:2])
+    return "2.20.0" if (major, minor) >= (2, 20) else "2.12.1"
+
+
+@dataclasses.dataclass
+class ServingReport:
+    """Result of `check_saved_model`.
+
+    Args:
+        export_dir: str. The SavedModel directory checked.
+        op_counts: dict. {op name: number of nodes} over all graphs and functions.
+        non_core_ops: list. Ops that are not core TensorFlow ops, sorted.
+        availability: dict. {serving version: {non-core op: True/False}}.
+        problems: dict. {serving version: [human-readable problem, ...]}; empty lists mean OK.
+    """
+
+    export_dir: str
+    op_counts: dict[str, int]
+    non_core_ops: list[str]
+    availability: dict[str, dict[str, bool]]
+    problems: dict[str, list[str]]
+
+    @property
+    def ok(self) -> bool:
+        """True when every checked serving version can run the model."""
+        return not any(self.problems.values())
+
+    def format(self) -> str:
+        """The report as text, one line per op and version."""
+        lines = [f"SavedModel: {self.export_dir}",
+                 f"ops used: {len(self.op_counts)} distinct, {sum(self.op_counts.values())} nodes"]
+        if not self.non_core_ops:
+            lines.append("non-core ops: none")
+        else:
+            lines.append("non-core ops (not in core TensorFlow):")
+            for op in self.non_core_ops:
+                kind = "TF Text" if op in ALL_TF_TEXT_OPS else "unknown library"
+                cells = []
+                for version, table in self.availability.items():
+                    release = tf_text_release_for_serving(version)
+                    cells.append(f"TF Serving {version} (TF Text {release}): "
+                                 f"{'yes' if table[op] else 'NO'}")
+                lines.append(f"  {op} [{kind}, {self.op_counts[op]} nodes] " + "; ".join(cells))
+        for version, problems in self.problems.items():
+            if problems:
+                lines.append(f"TF Serving {version}: FAIL")
+                lines.extend(f"  - {p}" for p in problems)
+            else:
+                lines.append(f"TF Serving {version}: OK")
+        return "\n".join(lines)
+
+
+def _read_saved_model(export_dir: str):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = os.path.join(export_dir, "saved_model.pb")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"check_serving.py: no saved_model.pb in {export_dir!r}")
+    proto = saved_model_pb2.SavedModel()
+    with open(path, "rb") as f:
+        proto.ParseFromString(f.read())
+    return proto
+
+
+def _iter_nodes(proto):
+    """Yields every NodeDef of every meta graph: top-level graph and function bodies."""
+    for meta_graph in proto.meta_graphs:
+        graph = meta_graph.graph_def
+        yield from graph.node
+        for function in graph.library.function:
+            yield from function.node_def
+
+
+def _function_names(proto) -> set[str]:
+    return {f.signature.name for mg in proto.meta_graphs for f in mg.graph_def.library.function}
+
+
+def _running_core_ops() -> set[str]:
+    """Ops in this process's TensorFlow registry that no recorded TF Text release registers."""
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c_api
+
+    buf = c_api.TF_GetAllOpList()
+    try:
+        data = c_api.TF_GetBuffer(buf)
+    finally:
+        c_api.TF_DeleteBuffer(buf)
+    names = {op.name for op in op_def_pb2.OpList.FromString(data).op}
+    return names - ALL_TF_TEXT_OPS
+
+
+def check_saved_model(export_dir: str,
+                      serving_versions: tuple[str, ...] = DEFAULT_SERVING_VERSIONS
+                      ) -> ServingReport:
+    """Lists the ops a SavedModel uses and checks them against TF Serving releases.
+
+    Args:
+        export_dir: str. A SavedModel directory (the one holding saved_model.pb).
+        serving_versions: tuple of str. TF Serving versions to check ("2.12" ... "2.20").
+
+    Returns:
+        A `ServingReport`; `.ok` is True when every version can serve the model.
+
+    Example:
+        >>> report = check_saved_model("saved_models/sentiment/1")
+        >>> print(report.format())
+    """
+    proto = _read_saved_model(export_dir)
+    functions = _function_names(proto)
+    op_counts: collections.Counter[str] = collections.Counter()
+    # {op: {non-underscore attr names seen on its nodes}}
+    node_attrs: dict[str, set[str]] = collections.defaultdict(set)
+    for node in _iter_nodes(proto):
+        if node.op in functions:  # a direct call of a library function, not an op
+            continue
+        op_counts[node.op] += 1
+        node_attrs[node.op].update(a for a in node.attr if not a.startswith("_"))
+
+    core_now = _running_core_ops()
+    all_core = core_now.union(*CORE_OPS.values())
+    non_core = sorted(op for op in op_counts if op not in all_core)
+
+    availability: dict[str, dict[str, bool]] = {}
+    problems: dict[str, list[str]] = {}
+    for version in serving_versions:
+        text_release = tf_text_release_for_serving(version)
+        core_release = _core_release_for_serving(version)
+        text_ops, core_ops = TF_TEXT_OPS[text_release], CORE_OPS[core_release]
+        availability[version] = {op: op in text_ops for op in non_core}
+        found = []
+        for op in sorted(op_counts):
+            if op in non_core:
+                if op not in text_ops:
+                    where = ("added to TF Text after " + text_release if op in ALL_TF_TEXT_OPS
+                             else "not a core TensorFlow or TF Text op")
+                    found.append(f"op {op} ({where}) is not registered in TF Serving {version} "
+                                 f"(TF Text {text_release})")
+            elif op not in core_ops:
+                found.append(f"core op {op} does not exist in TF {core_release} "
+                             f"(TF Serving {version})")
+            elif op in CHANGED_ATTRS and core_release in CHANGED_ATTRS[op]:
+                extra = sorted(node_attrs[op] - set(CHANGED_ATTRS[op][core_release]))
+                if extra:
+                    found.append(f"op {op} sets attribute(s) {extra} that TF {core_release} "
+                                 f"does not define (TF Serving {version})")
+        problems[version] = found
+    return ServingReport(os.fspath(export_dir), dict(op_counts), non_core, availability,
+                         problems)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tfbert.export.check_serving",
+        description="List a SavedModel's non-core ops and check TF Serving compatibility.")
+    parser.add_argument("export_dir", help="SavedModel directory, e.g. saved_models/NAME/1")
+    parser.add_argument("--serving_versions", default=",".join(DEFAULT_SERVING_VERSIONS),
+                        help="comma-separated TF Serving versions (2.12 ... 2.20)")
+    args = parser.parse_args(argv)
+    versions = tuple(v.strip() for v in args.serving_versions.split(",") if v.strip())
+    report = check_saved_model(args.export_dir, versions)
+    sys.stdout.write(report.format() + "\n")
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

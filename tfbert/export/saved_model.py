@@ -1,0 +1,425 @@
+"""SavedModel export for TF Serving: raw text in (tokenizer and packer in the graph), task outputs.
+
+Shape legend: B = batch (dynamic), T = max_seq_length, C = classes/tags, H = hidden size,
+E = entities in the batch's busiest row (dynamic, >= 0).
+
+Signatures (every output has batch as its first dimension, as TF Serving's row format needs):
+
+  serving_default  inputs  `text` tf.string [B] (and `text_b` tf.string [B] for pair tasks;
+                           for QA `text` is the question and `text_b` the context)
+  serve_ids        inputs  `input_ids`, `input_mask`, `segment_ids` int32 [B, T]
+
+  classification   logits [B, C] float32, probabilities [B, C] float32, label_ids [B] int32,
+                   labels [B] string (label names)
+  ner              logits [B, T, C], tag_ids [B, T] int32 (-1 off the text: [CLS], [SEP],
+                   padding), tags [B, T] string ("" off the text), entity_labels [B, E] string,
+                   entity_count [B] int32, and
+                     serving_default: token_starts/token_ends [B, T] int32 (character span of
+                     each word piece, -1 off the text), entity_starts/entity_ends [B, E] int32
+                     (characters of `text`, end exclusive), entity_texts [B, E] string;
+                     serve_ids: entity_token_starts/entity_token_ends [B, E] int32 (packed
+                     positions of the entity's first word piece / one past its last).
+                   Padding entities (index >= entity_count) have -1 offsets and "" strings.
+  qa               start_logits/end_logits [B, T], score [B] float32 (start + end logit of the
+                   answer; the null score start_logits[0] + end_logits[0] when there is none),
+                   answer_token_start/answer_token_end [B] int32 (packed positions, inclusive,
+                   -1 when no answer), and serving_default: answer_text [B] string,
+                   answer_start/answer_end [B] int32 (characters of `text_b`, end exclusive,
+                   -1 when no answer).
+  encoder          pooled_output [B, H], sequence_output [B, T, H], input_mask [B, T] int32.
+
+Decoding follows training: NER takes each word's tag from its first word piece (as the
+fine-tuning labels were placed), and reads entities with conlleval's BIO/BIOES chunk rules;
+QA picks the best span among the `n_best_size` best start and end positions that lie in the
+context, end >= start, at most `max_answer_length` pieces (Google's run_squad.py, one window);
+SQuAD v2.0 models answer "" when null score - best score > `null_score_diff_threshold`.
+Texts longer than T are cut as in training (classification: longest segment first; NER: the
+first T - 2 pieces; QA: the question to `max_query_length` pieces, the context to the first
+window). Strings that are not valid UTF-8 are decoded with U+FFFD replacement first, so offsets
+and answer texts always refer to that (valid) string.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+TASKS = ("classification", "ner", "qa", "encoder")
+ID_INPUTS = ("input_ids", "input_mask", "segment_ids")
+_TAG_PREFIXES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
+
+
+@dataclasses.dataclass
+class ExportSpec:
+    """What a SavedModel export needs to know besides the Keras model.
+
+    Args:
+        task: str. "classification", "ner", "qa" or "encoder".
+        seq_length: int. T, the model's max_seq_length.
+        labels: list of str. Class or tag names in id order (classification, ner).
+        pair: bool. Classification on sentence pairs (`text_b` input); QA is always a pair.
+        lower_case: bool. Tokenizer lower-casing (the model's vocab flavour).
+        max_query_length: int. QA: question pieces kept.
+        max_answer_length: int. QA: longest answer, in pieces.
+        n_best_size: int. QA: start/end candidates considered (as run_squad).
+        version_2_with_negative: bool. QA: may answer "" (SQuAD v2.0).
+        null_score_diff_threshold: float. QA v2.0: answer "" when null - best > this.
+    """
+
+    task: str
+    seq_length: int
+    labels: list[str] | None = None
+    pair: bool = False
+    lower_case: bool = True
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"saved_model.py: task {self.task!r} is not one of {TASKS}")
+        if self.seq_length < 3 or (self.task == "qa" and self.seq_length < 4):
+            raise ValueError(f"saved_model.py: max_seq_length {self.seq_length} is too short "
+                             f"for task {self.task!r}")
+        if self.task in ("classification", "ner") and not self.labels:
+            raise ValueError(f"saved_model.py: task {self.task!r} needs its label names")
+        if self.task == "ner":
+            for tag in self.labels:
+                prefix, _, kind = tag.partition("-")
+                if tag != "O" and (prefix not in _TAG_PREFIXES or prefix == "O" or not kind):
+                    raise ValueError(f"saved_model.py: NER tag {tag!r} is not 'O' or B/I/E/S-TYPE")
+
+    @property
+    def has_text_b(self) -> bool:
+        return self.task == "qa" or self.pair
+
+
+class BertServingModule(tf.Module):
+    """The exported object: the Keras model, the tokenizer and packer, and the signatures.
+
+    Args:
+        model: a tfbert task model or BertEncoder (Keras, TF backend).
+        vocab_file: str. The vocab (copied into the SavedModel's assets/).
+        spec: ExportSpec.
+    """
+
+    def __init__(self, model: Any, vocab_file: str, spec: ExportSpec) -> None:
+        super().__init__(name="bert_serving")
+        import tfbert
+
+        self.model = model
+        # Keras 3 variables reach the SavedModel's object graph through this list, which is
+        # what lets tf.lite and other readers of the SavedModel find them as variables.
+        self._model_variables = [v.value for v in model.variables]
+        self.vocab = tf.saved_model.Asset(vocab_file)
+        self.spec = spec
+        self.tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=spec.lower_case)
+        self.packer = tfbert.BertPacker.from_tokenizer(self.tokenizer, spec.seq_length)
+        vocab = self.tokenizer.vocab
+        self._continuation = tf.constant([t.startswith("##") for t in vocab])  # [V]
+        labels = spec.labels or []
+        self._label_names = tf.constant(labels or [""], tf.string)
+        if spec.task == "ner":
+            self._tag_prefix = tf.constant([_TAG_PREFIXES[t.partition("-")[0]] for t in labels],
+                                           tf.int32)  # [C]
+            kinds = sorted({t.partition("-")[2] for t in labels if t != "O"})
+            self._tag_kind = tf.constant(
+                [kinds.index(t.partition("-")[2]) + 1 if t != "O" else 0 for t in labels],
+                tf.int32)  # [C]
+            self._kind_names = tf.constant([""] + kinds, tf.string)
+
+        t = spec.seq_length
+        ids_spec = {name: tf.TensorSpec([None, t], tf.int32, name=name) for name in ID_INPUTS}
+        self.serve_ids = tf.function(self._serve_ids, input_signature=[ids_spec])
+        text_spec = [tf.TensorSpec([None], tf.string, name="text")]
+        if spec.has_text_b:
+            text_spec.append(tf.TensorSpec([None], tf.string, name="text_b"))
+        self.serve_text = tf.function(self._serve_text, input_signature=text_spec)
+
+    # --- signatures ------------------------------------------------------------------------------
+
+    def _serve_ids(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        inputs = {name: tf.cast(inputs[name], tf.int32) for name in ID_INPUTS}
+        return self._decode(inputs, self._run_model(inputs), chars=None)
+
+    def _serve_text(self, text: tf.Tensor, text_b: tf.Tensor | None = None
+                    ) -> dict[str, tf.Tensor]:
+        text = _valid_utf8(text)
+        text_b = None if text_b is None else _valid_utf8(text_b)
+        inputs, chars = self._preprocess(text, text_b)
+        chars.update({"text": text, "text_b": text if text_b is None else text_b})
+        return self._decode(inputs, self._run_model(inputs), chars=chars)
+
+    # --- pieces ----------------------------------------------------------------------------------
+
+    def _run_model(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        outputs = self.model(inputs, training=False)
+        task = self.spec.task
+        if task in ("classification", "ner"):
+            return {"logits": tf.cast(outputs, tf.float32)}
+        if task == "qa":
+            return {k: tf.cast(outputs[k], tf.float32) for k in ("start_logits", "end_logits")}
+        return {"pooled_output": outputs["pooled_output"],
+                "sequence_output": outputs["sequence_output"]}
+
+    def _preprocess(self, text: tf.Tensor, text_b: tf.Tensor | None
+                    ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+        """Strings -> packed ids [B, T] and, per packed position, the character span [B, T]."""
+        spec = self.spec
+        ids_a, starts_a, ends_a = self.tokenizer.tokenize_with_offsets(text)  # [B, (P)]
+        if text_b is None:
+            packed = self.packer(ids_a)
+            return packed, self._char_spans(packed, (starts_a, ends_a), None)
+        ids_b, starts_b, ends_b = self.tokenizer.tokenize_with_offsets(text_b)
+        if spec.task == "qa":
+            # As in training: the question is cut to max_query_length pieces and the context
+            # to what fits after it (the first window).
+            keep_a = tf.minimum(ids_a.row_lengths(), spec.max_query_length)  # [B]
+            ids_a, starts_a, ends_a = (_ragged_head(x, keep_a) for x in (ids_a, starts_a, ends_a))
+            keep_b = tf.maximum(spec.seq_length - 3 - keep_a, 0)
+            ids_b, starts_b, ends_b = (_ragged_head(x, keep_b) for x in (ids_b, starts_b, ends_b))
+        packed = self.packer((ids_a, ids_b))
+        return packed, self._char_spans(packed, (starts_a, ends_a), (starts_b, ends_b))
+
+    def _char_spans(self, packed: dict[str, tf.Tensor], a: tuple, b: tuple | None
+                    ) -> dict[str, tf.Tensor]:
+        """Character start/end of the piece at each packed position, -1 elsewhere.
+
+        Packing is `[CLS] a [SEP] (b [SEP])`, cut from the end of each segment, so piece j of
+        segment a sits at position 1 + j and piece j of b at len(a) + 2 + j.
+        """
+        la, lb = _segment_lengths(packed)  # [B]
+        pos = tf.range(self.spec.seq_length)[tf.newaxis, :]  # [1, T]
+        in_a = (pos >= 1) & (pos <= la[:, None])
+        idx_a = tf.clip_by_value(pos - 1, 0, self.spec.seq_length - 1) + tf.zeros_like(la)[:, None]
+        start = tf.where(in_a, _take(a[0], idx_a, self.spec.seq_length), -1)
+        end = tf.where(in_a, _take(a[1], idx_a, self.spec.seq_length), -1)
+        if b is not None:
+            in_b = (pos >= la[:, None] + 2) & (pos <= (la + lb)[:, None] + 1)
+            idx_b = tf.clip_by_value(pos - la[:, None] - 2, 0, self.spec.seq_length - 1)
+            start = tf.where(in_b, _take(b[0], idx_b, self.spec.seq_length), start)
+            end = tf.where(in_b, _take(b[1], idx_b, self.spec.seq_length), end)
+        return {"starts": start, "ends": end}  # int32 [B, T]
+
+    # --- task outputs ----------------------------------------------------------------------------
+
+    def _decode(self, inputs: dict[str, tf.Tensor], outputs: dict[str, tf.Tensor],
+                chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
+        task = self.spec.task
+        if task == "classification":
+            logits = outputs["logits"]  # [B, C]
+            label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B]
+            return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+                    "label_ids": label_ids, "labels": tf.gather(self._label_names, label_ids)}
+        if task == "ner":
+            return self._decode_ner(inputs, outputs["logits"], chars)
+        if task == "qa":
+            return self._decode_qa(inputs, outputs, chars)
+        return {**outputs, "input_mask": inputs["input_mask"]}
+
+    def _decode_ner(self, inputs: dict[str, tf.Tensor], logits: tf.Tensor,
+                    chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
+        t = self.spec.seq_length
+        la, _ = _segment_lengths(inputs)
+        pos = tf.range(t)[tf.newaxis, :]  # [1, T]
+        on_text = (pos >= 1) & (pos <= la[:, None])  # [B, T]
+        raw = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, T]
+        tag_ids = tf.where(on_text, raw, -1)
+        tags = tf.where(on_text, tf.gather(self._label_names, raw), "")
+        # A word = a piece that is not a "##" continuation, plus the continuations after it.
+        continuation = tf.gather(self._continuation, inputs["input_ids"])  # [B, T]
+        word_start = on_text & ~continuation  # [B, T]
+        word_of_pos = tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1  # [B, T]
+        in_word = on_text & (word_of_pos >= 0)
+        num_words = tf.reduce_sum(tf.cast(word_start, tf.int32), axis=1)  # [B]
+        # Word-level arrays [B, W=T]: tag, first position, one past the last position.
+        batch = tf.shape(raw)[0]
+        rows = tf.range(batch)[:, None] + tf.zeros_like(pos)  # [B, T]
+        seg = tf.where(in_word, rows * t + word_of_pos, batch * t)  # overflow bucket
+        n_seg = batch * t + 1
+        first = tf.math.unsorted_segment_min(pos + tf.zeros_like(rows), seg, n_seg)[:-1]
+        last = tf.math.unsorted_segment_max(pos + tf.zeros_like(rows), seg, n_seg)[:-1]
+        first, last = tf.reshape(first, [batch, t]), tf.reshape(last, [batch, t])
+        is_word = tf.range(t)[tf.newaxis, :] < num_words[:, None]  # [B, W]
+        first = tf.where(is_word, first, 0)
+        last = tf.where(is_word, last, 0)
+        word_tag = tf.where(is_word, tf.gather(raw, first, batch_dims=1), -1)  # [B, W]
+        prefix = tf.where(is_word, tf.gather(self._tag_prefix, tf.maximum(word_tag, 0)), 0)
+        kind = tf.where(is_word, tf.gather(self._tag_kind, tf.maximum(word_tag, 0)), 0)
+        starts_chunk = _chunk_starts(prefix, kind)  # [B, W]
+        chunk = tf.cumsum(tf.cast(starts_chunk, tf.int32), axis=1) - 1  # [B, W]
+        count = tf.reduce_sum(tf.cast(starts_chunk, tf.int32), axis=1)  # [B]
+        num_entities = tf.maximum(tf.reduce_max(tf.concat([count, [0]], 0)), 0)  # E
+        in_entity = (prefix > 0) & (chunk >= 0)
+        eseg = tf.where(in_entity, rows * t + chunk, batch * t)
+        e_first = tf.reshape(tf.math.unsorted_segment_min(first, eseg, n_seg)[:-1], [batch, t])
+        e_last = tf.reshape(tf.math.unsorted_segment_max(last, eseg, n_seg)[:-1], [batch, t])
+        e_kind = tf.reshape(tf.math.unsorted_segment_max(kind, eseg, n_seg)[:-1], [batch, t])
+        # Keep E columns; padding entities get -1 / "".
+        valid = tf.range(num_entities)[tf.newaxis, :] < count[:, None]  # [B, E]
+        e_first = tf.where(valid, e_first[:, :num_entities], -1)
+        e_last = tf.where(valid, e_last[:, :num_entities], -1)
+        e_labels = tf.where(valid, tf.gather(self._kind_names,
+                                             tf.maximum(e_kind[:, :num_entities], 0)), "")
+        out = {"logits": logits, "tag_ids": tag_ids, "tags": tags, "entity_labels": e_labels,
+               "entity_count": count}
+        if chars is None:
+            out["entity_token_starts"] = e_first
+            out["entity_token_ends"] = tf.where(valid, e_last + 1, -1)
+            return out
+        start_char = tf.where(valid, tf.gather(chars["starts"], tf.maximum(e_first, 0),
+                                               batch_dims=1), -1)
+        end_char = tf.where(valid, tf.gather(chars["ends"], tf.maximum(e_last, 0),
+                                             batch_dims=1), -1)
+        out.update({"token_starts": chars["starts"], "token_ends": chars["ends"],
+                    "entity_starts": start_char, "entity_ends": end_char,
+                    "entity_texts": _substr(chars["text"], start_char, end_char)})
+        return out
+
+    def _decode_qa(self, inputs: dict[str, tf.Tensor], outputs: dict[str, tf.Tensor],
+                   chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
+        spec = self.spec
+        t = spec.seq_length
+        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]  # [B, T]
+        la, lb = _segment_lengths(inputs)
+        pos = tf.range(t)[tf.newaxis, :]
+        in_context = (pos >= la[:, None] + 2) & (pos <= (la + lb)[:, None] + 1)  # [B, T]
+        k = min(spec.n_best_size, t)
+        top_start = _top_k_mask(start_logits, k) & in_context
+        top_end = _top_k_mask(end_logits, k) & in_context
+        scores = start_logits[:, :, None] + end_logits[:, None, :]  # [B, T(start), T(end)]
+        length = pos[:, None, :] - pos[:, :, None] + 1  # [1, T, T] end - start + 1
+        ok = (top_start[:, :, None] & top_end[:, None, :] & (length >= 1)
+              & (length <= spec.max_answer_length))
+        flat = tf.reshape(tf.where(ok, scores, -np.inf), [-1, t * t])
+        best_flat = tf.argmax(flat, axis=-1, output_type=tf.int32)  # [B]
+        best_score = tf.reduce_max(flat, axis=-1)
+        answered = tf.reduce_any(tf.reshape(ok, [-1, t * t]), axis=-1)  # [B]
+        null_score = start_logits[:, 0] + end_logits[:, 0]
+        if spec.version_2_with_negative:
+            answered &= ~(null_score - best_score > spec.null_score_diff_threshold)
+        s_pos = tf.where(answered, best_flat // t, -1)
+        e_pos = tf.where(answered, best_flat % t, -1)
+        out = {"start_logits": start_logits, "end_logits": end_logits,
+               "score": tf.where(answered, best_score, null_score),
+               "answer_token_start": s_pos, "answer_token_end": e_pos}
+        if chars is None:
+            return out
+        a_start = tf.where(answered, tf.gather(chars["starts"], tf.maximum(s_pos, 0),
+                                               batch_dims=1), -1)
+        a_end = tf.where(answered, tf.gather(chars["ends"], tf.maximum(e_pos, 0),
+                                             batch_dims=1), -1)
+        out.update({"answer_start": a_start, "answer_end": a_end,
+                    "answer_text": _substr(chars["text_b"], a_start, a_end)})
+        return out
+
+
+# --- graph helpers ---------------------------------------------------------------------------
+
+
+def _valid_utf8(text: tf.Tensor) -> tf.Tensor:
+    """Invalid UTF-8 byte sequences become U+FFFD (as the tokenizer decodes them)."""
+    return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
+                                        replacement_char=0xFFFD)
+
+
+def _segment_lengths(inputs: dict[str, tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+    """Pieces of segment a and b in `[CLS] a [SEP] (b [SEP])` packed inputs: int32 [B] each."""
+    mask = tf.cast(inputs["input_mask"], tf.int32)
+    seg_b = tf.cast(tf.equal(inputs["segment_ids"], 1), tf.int32) * mask
+    n_b = tf.reduce_sum(seg_b, axis=1)
+    n_a = tf.reduce_sum(mask, axis=1) - n_b
+    return tf.maximum(n_a - 2, 0), tf.maximum(n_b - 1, 0)
+
+
+def _take(values: tf.RaggedTensor, index: tf.Tensor, width: int) -> tf.Tensor:
+    """values[b, index[b, j]] for ragged values [B, (P)] and index [B, J] (-1 past a row)."""
+    dense = tf.cast(values.to_tensor(default_value=-1, shape=[None, width]), tf.int32)
+    return tf.gather(dense, index, batch_dims=1)
+
+
+def _ragged_head(values: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
+    """The first keep[b] items of each row of a ragged [B, (P)] tensor."""
+    positions = tf.ragged.range(values.row_lengths())  # [B, (P)]
+    return tf.ragged.boolean_mask(values, positions < tf.cast(keep, positions.dtype)[:, None])
+
+
+def _top_k_mask(logits: tf.Tensor, k: int) -> tf.Tensor:
+    """bool [B, T]: position among the k largest of its row (ties: lower index first)."""
+    _, index = tf.math.top_k(logits, k=k)  # [B, k]
+    hits = tf.one_hot(index, tf.shape(logits)[1], on_value=True, off_value=False,
+                      dtype=tf.bool)  # [B, k, T]
+    return tf.reduce_any(hits, axis=1)
+
+
+def _chunk_starts(prefix: tf.Tensor, kind: tf.Tensor) -> tf.Tensor:
+    """conlleval's start-of-chunk rule over word tags [B, W] (prefix 0=O 1=B 2=I 3=E 4=S)."""
+    prev_prefix = tf.pad(prefix[:, :-1], [[0, 0], [1, 0]])
+    prev_kind = tf.pad(kind[:, :-1], [[0, 0], [1, 0]])
+    begins = (prefix == 1) | (prefix == 4)
+    after_closed = ((prev_prefix == 0) | (prev_prefix == 3) | (prev_prefix == 4)) & (
+        (prefix == 2) | (prefix == 3))
+    new_kind = (prefix > 0) & tf.not_equal(prev_kind, kind)
+    return begins | after_closed | new_kind
+
+
+def _substr(text: tf.Tensor, start: tf.Tensor, end: tf.Tensor) -> tf.Tensor:
+    """text[b][start[b, ...]:end[b, ...]] in Unicode characters; "" where start < 0."""
+    ok = start >= 0
+    shape = tf.shape(start)
+    rank = start.shape.rank
+    full = tf.reshape(text, tf.concat([[-1], tf.ones([rank - 1], tf.int32)], 0))
+    full = tf.broadcast_to(full, shape)
+    return tf.strings.substr(full, tf.where(ok, start, 0), tf.where(ok, end - start, 0),
+                             unit="UTF8_CHAR")
+
+
+# --- export ----------------------------------------------------------------------------------
+
+
+def export_saved_model(model: Any, export_dir: str, vocab_file: str, spec: ExportSpec,
+                       metadata: dict[str, Any] | None = None) -> BertServingModule:
+    """Writes a TF Serving SavedModel with `serving_default` (text in) and `serve_ids`.
+
+    Args:
+        model: tfbert task model or BertEncoder.
+        export_dir: str. The version directory, e.g. saved_models/NAME/1 (replaced if it exists).
+        vocab_file: str. vocab.txt of the model (stored as an asset).
+        spec: ExportSpec. Task, sequence length, labels, decoding settings.
+        metadata: dict or None. Extra facts for assets.extra/tfbert_export.json.
+
+    Returns:
+        The BertServingModule that was saved (its tf.functions run the same graph in-process).
+    """
+    version = os.path.basename(os.path.normpath(export_dir))
+    if not version.isdigit():
+        logger.warning("export_dir %s does not end in a numeric version directory; TF Serving "
+                       "expects saved_models/NAME/VERSION (e.g. .../1)", export_dir)
+    module = BertServingModule(model, vocab_file, spec)
+    signatures = {"serving_default": module.serve_text.get_concrete_function(),
+                  "serve_ids": module.serve_ids.get_concrete_function()}
+    if os.path.exists(export_dir):
+        shutil.rmtree(export_dir)
+    tf.saved_model.save(module, export_dir, signatures=signatures)
+    extra = os.path.join(export_dir, "assets.extra")
+    os.makedirs(extra, exist_ok=True)
+    record = {**dataclasses.asdict(spec), **(metadata or {}),
+              "signatures": {name: {"inputs": sorted(f.structured_input_signature[1]),
+                                    "outputs": sorted(f.structured_outputs)}
+                             for name, f in signatures.items()}}
+    with open(os.path.join(extra, "tfbert_export.json"), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2, ensure_ascii=False, sort_keys=True)
+    logger.info("wrote SavedModel %s (task %s, max_seq_length %d)", export_dir, spec.task,
+                spec.seq_length)
+    return module

@@ -1,0 +1,31 @@
+"""Mixed precision: which parts of BERT keep float32 under a mixed dtype policy.
+
+Under `mixed_bfloat16` / `mixed_float16` the matmuls run in the half type, while the residual
+stream, LayerNorm, the attention softmax and the loss-facing logits stay in float32 (the
+recipe of tensorflow/models' BERT). Layers ask `float32_policy(policy)` for the dtype of those
+parts: float32 when the variables are float32, else the policy unchanged (a pure bfloat16 model
+stays bfloat16 throughout).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+
+def resolve_policy(dtype: Any = None) -> keras.DTypePolicy:
+    """The dtype policy a layer built with `dtype` gets (None: the global policy)."""
+    if dtype is None:
+        return keras.config.dtype_policy()
+    return keras.dtype_policies.get(dtype)
+
+
+def float32_policy(dtype: Any = None) -> Any:
+    """"float32" when `dtype`'s variables are float32 (mixed precision), else `dtype` itself.
+
+    Args:
+        dtype: str, DTypePolicy or None. The policy of the surrounding layer (None: global).
+    """
+    policy = resolve_policy(dtype)
+    return "float32" if policy.variable_dtype == "float32" else policy

@@ -1,0 +1,144 @@
+"""BERT's post-LN transformer block, on keras.layers.MultiHeadAttention.
+
+Shape legend: B = batch, T = sequence length, H = hidden size, N = attention heads,
+D = H / N (head size), I = intermediate (feed-forward) size.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+from keras import ops
+
+from tfbert.layers.activations import get_activation
+from tfbert.layers.precision import float32_policy
+
+
+@keras.saving.register_keras_serializable(package="tfbert")
+class BertSelfAttention(keras.layers.MultiHeadAttention):
+    """keras.layers.MultiHeadAttention whose softmax runs in float32 under mixed precision.
+
+    Everything else (the Q/K/V/output EinsumDense projections, the [B, 1, T] or [B, T, T] boolean
+    mask, the fused `dot_product_attention` path when no probability dropout is active) is the
+    Keras layer unchanged; see its docstring for the arguments.
+    """
+
+    def _build_attention(self, rank: int) -> None:
+        super()._build_attention(rank)
+        # The stock softmax runs in the compute dtype; attention probabilities in bfloat16 lose
+        # the small weights, so compute them in float32 (as the fused path already does).
+        self._softmax = keras.layers.Softmax(
+            axis=self._softmax.axis, dtype=float32_policy(self.dtype_policy))
+
+
+@keras.saving.register_keras_serializable(package="tfbert")
+class BertTransformerLayer(keras.layers.Layer):
+    """One post-LN BERT block: self-attention + residual + LayerNorm, FFN + residual + LayerNorm.
+
+    Sublayers (attribute = Keras name): `attention` (BertSelfAttention with `query_dense`,
+    `key_dense`, `value_dense`, `output_dense`), `attention_layer_norm`, `intermediate_dense`,
+    `output_dense`, `output_layer_norm`. Under mixed precision the residual stream and both
+    LayerNorms are float32 and the matmuls run in the compute dtype.
+
+    Args:
+        hidden_size: int. Width H; must be a multiple of num_attention_heads.
+        num_attention_heads: int. Heads N.
+        intermediate_size: int. Width I of the feed-forward layer.
+        hidden_act: str. Feed-forward activation: "gelu" (exact), "gelu_tanh", "relu", ...
+        hidden_dropout: float. Dropout on the attention output and the FFN output.
+        attention_dropout: float. Dropout on the attention probabilities.
+        layer_norm_eps: float. LayerNorm epsilon.
+        initializer_range: float. Stddev of the truncated-normal kernel initializer.
+        **kwargs: keras.layers.Layer arguments (name, dtype, ...).
+
+    Example:
+    >>> block = BertTransformerLayer(hidden_size=32, num_attention_heads=4, intermediate_size=64)
+    >>> block(ops.ones((2, 8, 32))).shape
+    (2, 8, 32)
+    """
+
+    def __init__(self, hidden_size: int, num_attention_heads: int, intermediate_size: int,
+                 hidden_act: str = "gelu", hidden_dropout: float = 0.1,
+                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12,
+                 initializer_range: float = 0.02, **kwargs: Any) -> None:
+        if hidden_size % num_attention_heads:
+            raise ValueError(
+                f"hidden_size {hidden_size} is not a multiple of "
+                f"num_attention_heads {num_attention_heads}")
+        super().__init__(**kwargs)
+        # === Layers ===
+        exact = float32_policy(self.dtype_policy)
+        init = lambda: keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.attention = BertSelfAttention(
+            num_heads=num_attention_heads, key_dim=hidden_size // num_attention_heads,
+            dropout=attention_dropout, kernel_initializer=init(), name="attention",
+            dtype=self.dtype_policy)
+        self.attention_dropout = keras.layers.Dropout(
+            hidden_dropout, name="attention_dropout", dtype=self.dtype_policy)
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, name="attention_LayerNorm", dtype=exact)
+        self.intermediate_dense = keras.layers.Dense(
+            intermediate_size, activation=get_activation(hidden_act), kernel_initializer=init(),
+            name="intermediate", dtype=self.dtype_policy)
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=init(), name="output", dtype=self.dtype_policy)
+        self.output_dropout = keras.layers.Dropout(
+            hidden_dropout, name="output_dropout", dtype=self.dtype_policy)
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, name="output_LayerNorm", dtype=exact)
+        # === Config ===
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout = hidden_dropout
+        self.attention_dropout_rate = attention_dropout
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape: tuple) -> None:
+        if input_shape[-1] != self.hidden_size:
+            raise ValueError(f"BertTransformerLayer {self.name}: input width {input_shape[-1]} "
+                             f"!= hidden_size {self.hidden_size}")
+        self.attention.build(input_shape, input_shape)
+        self.attention_layer_norm.build(input_shape)
+        self.intermediate_dense.build(input_shape)
+        self.output_dense.build((*input_shape[:-1], self.intermediate_size))
+        self.output_layer_norm.build(input_shape)
+        self.built = True
+
+    def call(self, x, attention_mask=None, training: bool | None = None,
+             return_attention_probs: bool = False):
+        """Runs the block.
+
+        Args:
+            x: float [B, T, H]. The previous block's output.
+            attention_mask: bool [B, 1, T] (key padding) or [B, T, T]; True = attend.
+            training: bool. Dropout on when True.
+            return_attention_probs: bool. Also return the float32 [B, N, T, T] probabilities.
+
+        Returns:
+            [B, T, H], or ([B, T, H], [B, N, T, T]) with return_attention_probs.
+        """
+        attention_output = self.attention(
+            x, x, attention_mask=attention_mask, training=training,
+            return_attention_scores=return_attention_probs)
+        if return_attention_probs:
+            attention_output, probs = attention_output  # probs: [B, N, T, T]
+        attention_output = self.attention_dropout(attention_output, training=training)
+        x = self.attention_layer_norm(x + ops.cast(attention_output, x.dtype))  # [B, T, H]
+        h = self.intermediate_dense(x)  # [B, T, I]
+        h = self.output_dense(h)  # [B, T, H]
+        h = self.output_dropout(h, training=training)
+        x = self.output_layer_norm(x + ops.cast(h, x.dtype))  # [B, T, H]
+        return (x, probs) if return_attention_probs else x
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+            intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
+            hidden_dropout=self.hidden_dropout, attention_dropout=self.attention_dropout_rate,
+            layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
+        return config

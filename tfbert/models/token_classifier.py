@@ -1,0 +1,64 @@
+"""BertTokenClassifier: one label per token (NER, POS tagging) on `sequence_output`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from tfbert.layers.precision import float32_policy
+from tfbert.models.encoder import BertEncoder
+from tfbert.models.task import BertTask
+
+
+@keras.saving.register_keras_serializable(package="tfbert")
+class BertTokenClassifier(BertTask):
+    """Dropout + a dense to `num_classes` logits at every position of `sequence_output`.
+
+    Output: float32 logits [B, T, num_classes]. `compile()` defaults to sparse cross-entropy
+    from logits and weighted accuracy; pass a [B, T] sample weight (e.g. `input_mask`, or a mask
+    of first word pieces) so padding does not count: `fit` on (features, labels, weights).
+
+    Args:
+        encoder: tfbert.BertEncoder. The backbone.
+        num_classes: int. Number of tags C.
+        dropout: float. Dropout rate on `sequence_output`.
+        **kwargs: keras.Model arguments (name).
+
+    Example:
+    >>> from tfbert import BertConfig, BertEncoder
+    >>> encoder = BertEncoder(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+    ...                                  num_attention_heads=4, intermediate_size=64))
+    >>> ones = keras.ops.ones((2, 8), "int32")
+    >>> BertTokenClassifier(encoder, num_classes=7)(
+    ...     {"input_ids": ones, "input_mask": ones, "segment_ids": ones * 0}).shape
+    (2, 8, 7)
+    """
+
+    def __init__(self, encoder: BertEncoder, num_classes: int, dropout: float = 0.1,
+                 **kwargs: Any) -> None:
+        encoder = self._check_encoder(encoder, "BertTokenClassifier")
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"BertTokenClassifier: num_classes must be a positive int, "
+                             f"got {num_classes!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"BertTokenClassifier: dropout must be in [0, 1), got {dropout!r}")
+        # === Layers ===
+        self.encoder = encoder
+        self.head_dropout = keras.layers.Dropout(dropout, name="head_dropout",
+                                                 dtype=encoder.dtype_policy)
+        self.output_dense = keras.layers.Dense(
+            num_classes, name="logits", dtype=float32_policy(encoder.dtype_policy),
+            kernel_initializer=keras.initializers.TruncatedNormal(
+                stddev=encoder.config.initializer_range))
+        # === Functional Model ===
+        inputs = dict(encoder.input)
+        x = encoder(inputs)["sequence_output"]  # [B, T, H]
+        logits = self.output_dense(self.head_dropout(x))  # [B, T, C]
+        super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        # === Config ===
+        self.num_classes = num_classes
+        self.dropout = dropout
+
+    def _head_config(self) -> dict[str, Any]:
+        return {"num_classes": self.num_classes, "dropout": self.dropout}

@@ -1,0 +1,203 @@
+"""Named-entity recognition end to end: `run_ner(NerConfig) -> results`, behind run_ner.py.
+
+Data: CoNLL-style files (token<TAB>tag, BIO or BIOES) or the built-in People's Daily NER
+(`task_name="people_daily"`, character-level BIO, PER/LOC/ORG). The run fine-tunes a
+BertTokenClassifier (labels on each token's first word piece), keeps the epoch with the best dev
+entity F1, and writes to output_dir:
+
+    results.json            {"dev": {"precision", "recall", "f1", "per_type", ...},
+                             "test": {...}, "train": {...}, "labels": [...],
+                             "data": {split: counts of cut sentences / entities, ...}}
+    test_predictions.jsonl  one sentence per line: text, predicted entities with character
+                            offsets (start, end exclusive), gold entities
+    test_predictions.conll  token, gold tag, predicted tag (conlleval's input format)
+    model/                  the fine-tuned model (metadata task "ner", labels, max_seq_length,
+                            lower_case, token_separator)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import numpy as np
+
+import tfbert
+from tfbert.data import ner as data
+from tfbert.evaluation.ner import entity_metrics, entity_spans
+from tfbert.training import finetune as ft
+from tfbert.training.finetune import TaskConfig
+
+logger = logging.getLogger(__name__)
+
+BUILTIN_TASKS = ("people_daily",)
+
+
+@dataclasses.dataclass
+class NerConfig(TaskConfig):
+    """One NER run (the flags of run_ner.py); TaskConfig has the shared fields (checkpoint,
+    batch sizes, epochs, learning rate, do_train/do_eval/do_predict, ...).
+
+    Longer sentences than max_seq_length word pieces are cut; results.json counts them under
+    "data".
+
+    Args:
+        task_name: str or None. Built-in data: "people_daily".
+        train_file, dev_file, test_file: str or None. CoNLL-style files.
+        char_level: bool. The files hold one character per line of text written without spaces
+            (Chinese): tokens join with "" instead of " ".
+        dropout: float. Dropout before the tagging layer.
+    """
+
+    task_name: str | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    char_level: bool = False
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        files = self.train_file or self.dev_file or self.test_file
+        if bool(self.task_name) == bool(files):
+            raise ValueError("give exactly one data source: task_name or "
+                             "train_file/dev_file/test_file")
+        if self.task_name and self.task_name not in BUILTIN_TASKS:
+            raise ValueError(f"unknown NER task {self.task_name!r}; built-in: {BUILTIN_TASKS}")
+
+
+def load_data(config: NerConfig) -> dict[str, list[data.NerExample] | None]:
+    """The train/dev/test sentences the run needs (None where not given or not needed)."""
+    needed = {"train": config.do_train, "dev": config.do_train or config.do_eval,
+              "test": config.do_predict}
+    files = {"train": config.train_file, "dev": config.dev_file, "test": config.test_file}
+    splits: dict[str, list[data.NerExample] | None] = {}
+    for split in ("train", "dev", "test"):
+        examples = None
+        if needed[split] and config.task_name:
+            examples = data.people_daily_ner(split)
+        elif needed[split] and files[split]:
+            examples = data.read_conll(files[split], separator="" if config.char_level else " ")
+        splits[split] = config.limit(examples, split)
+    return splits
+
+
+def run_ner(config: NerConfig) -> dict[str, Any]:
+    """Fine-tunes and/or evaluates a BertTokenClassifier as `config` says; returns results.json.
+
+    Example:
+    >>> results = run_ner(NerConfig(  # doctest: +SKIP
+    ...     output_dir="out/ner", task_name="people_daily",
+    ...     init_checkpoint="output/pretrain_default/model"))
+    >>> results["test"]["f1"]  # doctest: +SKIP
+    """
+    keras.utils.set_random_seed(config.seed)
+    os.makedirs(config.output_dir, exist_ok=True)
+    splits = load_data(config)
+    train, dev, test = splits["train"], splits["dev"], splits["test"]
+    if config.do_train and not train:
+        raise ValueError("do_train needs training data (train_file or task_name)")
+    if config.do_predict and not test:
+        raise ValueError("do_predict needs test data (test_file or task_name)")
+
+    if config.do_train:
+        labels = (list(data.PEOPLE_DAILY_LABELS) if config.task_name
+                  else data.label_list(train))
+        model, vocab_file, lower_case = ft.build_model(
+            tfbert.BertTokenClassifier, config, num_classes=len(labels), dropout=config.dropout)
+    else:
+        model, labels, vocab_file, lower_case = ft.load_finetuned(config, "ner")
+    tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
+    logger.info("labels: %s", labels)
+
+    results: dict[str, Any] = {"labels": labels, "data": {}}
+    features = {}
+    for split, examples in splits.items():  # unknown tags fail here, before any training
+        if examples:
+            features[split] = data.encode_examples(examples, tokenizer, config.max_seq_length,
+                                                   labels)
+            results["data"][split] = features[split].stats
+            _log_stats(split, features[split].stats)
+
+    def score(split: str) -> tuple[dict[str, Any], list[list[str]]]:
+        tags = predict_tags(model, features[split], labels, config.eval_batch_size)
+        return entity_metrics([e.tags for e in splits[split]], tags), tags
+
+    if config.do_train:
+        train_ds = data.make_dataset(features["train"], config.micro_batch_size,
+                                     shuffle=True, seed=config.seed)
+        outcome = ft.finetune(
+            model, train_ds,
+            loss=keras.losses.SparseCategoricalCrossentropy(
+                from_logits=True, reduction="mean_with_sample_weight"),
+            config=config.finetune_config("f1"),
+            evaluate_fn=(lambda m: score("dev")[0]) if dev else None,
+            steps_per_epoch=math.ceil(len(train) / config.micro_batch_size),
+            callbacks=config.callbacks())
+        results["train"] = {"num_examples": len(train), "best_epoch": outcome.best_epoch,
+                            "num_train_steps": outcome.num_train_steps,
+                            "history": outcome.history}
+        if outcome.best_metrics:
+            results["dev"] = outcome.best_metrics
+        tfbert.save_pretrained(model, os.path.join(config.output_dir, "model"),
+                               vocab_file=vocab_file,
+                               metadata={"task": "ner", "labels": labels,
+                                         "max_seq_length": config.max_seq_length,
+                                         "lower_case": lower_case,
+                                         "token_separator": test[0].separator if test else
+                                         train[0].separator})
+    if config.do_eval and dev and "dev" not in results:
+        results["dev"] = score("dev")[0]
+    if config.do_predict:
+        results["test"], tags = score("test")
+        write_predictions(config.output_dir, test, tags)
+    for split in ("dev", "test"):
+        if split in results:
+            r = results[split]
+            logger.info("%s: entity precision %.4f, recall %.4f, F1 %.4f", split,
+                        r["precision"], r["recall"], r["f1"])
+    ft.write_results(config.output_dir, results)
+    return results
+
+
+def _log_stats(split: str, stats: dict[str, int]) -> None:
+    if stats["truncated_examples"]:
+        logger.warning("%s: %d of %d sentences are longer than max_seq_length and were cut; "
+                       "%d gold entities lie (partly) beyond the cut and count as missed",
+                       split, stats["truncated_examples"], stats["examples"],
+                       stats["truncated_entities"])
+    if stats["uncovered_tokens"] or stats["lost_tokens"]:
+        logger.warning("%s: %d tokens share a word piece with the token before them (they take "
+                       "its tag) and %d tokens have no word piece at all (tagged O)", split,
+                       stats["uncovered_tokens"], stats["lost_tokens"])
+
+
+def predict_tags(model: Any, features: data.NerFeatures, labels: Sequence[str],
+                 batch_size: int) -> list[list[str]]:
+    """Token-level predicted tags of every sentence."""
+    logits = model.predict(features.inputs(), batch_size=batch_size, verbose=0)  # [N, T, C]
+    return data.decode_predictions(features, np.asarray(logits).argmax(-1), labels)
+
+
+def write_predictions(output_dir: str, examples: Sequence[data.NerExample],
+                      predicted: Sequence[Sequence[str]]) -> None:
+    """test_predictions.jsonl (entities with character offsets) and test_predictions.conll."""
+    jsonl = os.path.join(output_dir, "test_predictions.jsonl")
+    conll = os.path.join(output_dir, "test_predictions.conll")
+    with open(jsonl, "w", encoding="utf-8") as fj, open(conll, "w", encoding="utf-8") as fc:
+        for i, (example, tags) in enumerate(zip(examples, predicted, strict=True)):
+            offsets, text = example.token_offsets(), example.text
+            fj.write(json.dumps({"index": i, "text": text,
+                                 "entities": entity_spans(tags, offsets, text),
+                                 "gold_entities": entity_spans(example.tags, offsets, text)},
+                                ensure_ascii=False) + "\n")
+            for token, gold, pred in zip(example.tokens, example.tags, tags, strict=True):
+                fc.write(f"{token}\t{gold}\t{pred}\n")
+            fc.write("\n")
+    logger.info("wrote %s and %s", jsonl, conll)

@@ -1,0 +1,427 @@
+"""Extractive QA: span decoding (logits -> answer text) and `run_squad`, the one call behind
+run_squad.py.
+
+Span decoding follows Google's run_squad.py `write_predictions`: in every window of an example,
+take the `n_best_size` best start and end positions, keep the pairs that lie in the context, whose
+start token has its maximal context in this window, with end >= start and at most
+`max_answer_length` tokens; score = start logit + end logit, best over all windows. The answer text
+is the slice of the ORIGINAL context from the first character of the start token to the last
+character of the end token (the tokenizer's offsets), so casing, accents and spacing come back as
+written. SQuAD v2.0: the null score is the smallest [CLS] start + end logit over the windows; the
+question is answered "" when null score - best span score > `null_score_diff_threshold` (that
+difference is written to null_odds.json).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tfbert.data.squad import QAExample, QAFeature
+from tfbert.training.finetune import TaskConfig
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class SpanPrediction:
+    """One candidate answer: text, character span in the context, logits, softmax probability."""
+
+    text: str
+    start_char: int
+    end_char: int
+    start_logit: float
+    end_logit: float
+    probability: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return self.start_logit + self.end_logit
+
+
+def _top_indices(logits: np.ndarray, n: int) -> np.ndarray:
+    """Indices of the n largest values, largest first (ties: lower index first)."""
+    return np.argsort(-logits, kind="stable")[:n]
+
+
+def _softmax(scores: Sequence[float]) -> list[float]:
+    if not scores:
+        return []
+    top = max(scores)
+    exp = [math.exp(s - top) for s in scores]
+    total = sum(exp)
+    return [e / total for e in exp]
+
+
+def decode_example(example: QAExample, features: Sequence[QAFeature],
+                   start_logits: Sequence[np.ndarray], end_logits: Sequence[np.ndarray],
+                   n_best_size: int = 20, max_answer_length: int = 30,
+                   version_2_with_negative: bool = False
+                   ) -> tuple[list[SpanPrediction], float | None]:
+    """The n-best answers of one example over all its windows.
+
+    Args:
+        example: QAExample. Gives the context the answer text is cut from.
+        features: its windows (QAFeature), in any order.
+        start_logits, end_logits: one float array [T] per feature.
+        n_best_size: int. Candidates per window and side, and answers returned.
+        max_answer_length: int. Longest answer, in word pieces.
+        version_2_with_negative: bool. Add the "" (no answer) candidate with the null score.
+
+    Returns:
+        (nbest, null_score): candidates best first with softmax probabilities (distinct texts;
+        "" is the no-answer candidate), and the smallest [CLS] score over the windows (v2.0) or
+        None.
+    """
+    candidates: list[SpanPrediction] = []
+    null_score: float | None = None
+    null_logits = (0.0, 0.0)
+    for feature, starts, ends in zip(features, start_logits, end_logits, strict=True):
+        starts, ends = np.asarray(starts, np.float64), np.asarray(ends, np.float64)
+        if version_2_with_negative:
+            score = float(starts[0] + ends[0])
+            if null_score is None or score < null_score:
+                null_score, null_logits = score, (float(starts[0]), float(ends[0]))
+        for s in _top_indices(starts, n_best_size):
+            if feature.token_start_char[s] < 0 or not feature.token_is_max_context[s]:
+                continue
+            for e in _top_indices(ends, n_best_size):
+                if e < s or e - s + 1 > max_answer_length or feature.token_end_char[e] < 0:
+                    continue
+                start_char = int(feature.token_start_char[s])
+                end_char = int(feature.token_end_char[e])
+                candidates.append(SpanPrediction(example.context[start_char:end_char],
+                                                 start_char, end_char, float(starts[s]),
+                                                 float(ends[e])))
+    if version_2_with_negative and null_score is not None:
+        candidates.append(SpanPrediction("", -1, -1, *null_logits))
+    candidates.sort(key=lambda c: c.score, reverse=True)
+    nbest: list[SpanPrediction] = []
+    seen: set[str] = set()
+    for c in candidates:
+        if c.text in seen:
+            continue
+        seen.add(c.text)
+        nbest.append(c)
+        if len(nbest) >= n_best_size:
+            break
+    if version_2_with_negative and "" not in seen and null_score is not None:
+        nbest.append(SpanPrediction("", -1, -1, *null_logits))
+    for c, p in zip(nbest, _softmax([c.score for c in nbest]), strict=True):
+        c.probability = p
+    return nbest, null_score
+
+
+def postprocess_predictions(examples: Sequence[QAExample], features: Sequence[QAFeature],
+                            start_logits: np.ndarray, end_logits: np.ndarray,
+                            n_best_size: int = 20, max_answer_length: int = 30,
+                            version_2_with_negative: bool = False,
+                            null_score_diff_threshold: float = 0.0
+                            ) -> tuple[dict[str, str], dict[str, list[dict[str, Any]]],
+                                       dict[str, float]]:
+    """Turns the model's logits for every feature into one answer per question.
+
+    Args:
+        examples: sequence of QAExample (what `features` were made from).
+        features: sequence of QAFeature, N windows.
+        start_logits, end_logits: float arrays [N, T], row i for features[i].
+        n_best_size: int. Candidates kept per window and in the n-best list.
+        max_answer_length: int. Longest answer, in word pieces.
+        version_2_with_negative: bool. Allow "no answer" (SQuAD v2.0).
+        null_score_diff_threshold: float. v2.0: answer "" when the null score beats the best
+            span score by more than this.
+
+    Returns:
+        (predictions, nbest, null_odds): question id -> answer text; question id -> n-best list
+        of dicts (text, probability, start_logit, end_logit, start_char, end_char); question id ->
+        null score - best span score (v2.0 only, else empty).
+    """
+    start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
+    if len(features) != len(start_logits) or len(features) != len(end_logits):
+        raise ValueError(f"{len(features)} features but {len(start_logits)} start and "
+                         f"{len(end_logits)} end logit rows")
+    by_example: dict[int, list[int]] = {}
+    for i, feature in enumerate(features):
+        by_example.setdefault(feature.example_index, []).append(i)
+    predictions: dict[str, str] = {}
+    nbest_json: dict[str, list[dict[str, Any]]] = {}
+    null_odds: dict[str, float] = {}
+    for example_index, example in enumerate(examples):
+        rows = by_example.get(example_index, [])
+        nbest, null_score = decode_example(
+            example, [features[i] for i in rows], start_logits[rows], end_logits[rows],
+            n_best_size, max_answer_length, version_2_with_negative)
+        nbest_json[example.qas_id] = [dataclasses.asdict(c) for c in nbest]
+        best_span = next((c for c in nbest if c.text), None)
+        if not version_2_with_negative:
+            predictions[example.qas_id] = best_span.text if best_span else ""
+            continue
+        if best_span is None or null_score is None:
+            # No valid span in any window (e.g. an empty context): the answer can only be "".
+            null_odds[example.qas_id] = 1e6
+            predictions[example.qas_id] = ""
+            continue
+        diff = null_score - best_span.score
+        null_odds[example.qas_id] = diff
+        predictions[example.qas_id] = "" if diff > null_score_diff_threshold else best_span.text
+    return predictions, nbest_json, null_odds
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class SquadConfig(TaskConfig):
+    """One extractive-QA run (the flags of run_squad.py); TaskConfig has the shared fields
+    (checkpoint, vocab, max_seq_length, batch sizes, epochs, learning rate, do_train/do_eval/
+    do_predict, max_train_examples/max_eval_examples, precision, strategy, ...).
+
+    Args:
+        train_file, dev_file, test_file: str or None. SQuAD v1.1/v2.0 (or CMRC2018) JSON files.
+            With none of them the built-in People's Daily QA set is used (written as SQuAD JSON
+            to output_dir/data/).
+        doc_stride: int. Word pieces between the starts of consecutive context windows.
+        max_query_length: int. Question word pieces kept.
+        max_answer_length: int. Longest answer predicted, in word pieces.
+        n_best_size: int. Candidates per window and in the n-best files.
+        version_2_with_negative: bool. SQuAD v2.0: questions may have no answer (the built-in
+            set then makes about a third unanswerable).
+        null_score_diff_threshold: float. v2.0: predict "" when null score - best span score
+            exceeds it.
+        on_bad_answer: str. "warn" (repair or skip, counted) or "error" for answers whose text
+            is not at answer_start.
+        scoring: str. "auto", "squad" or "cmrc2018" (character-level F1 for Chinese).
+    """
+
+    max_seq_length: int = 384
+    num_train_epochs: float = 2.0
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    on_bad_answer: str = "warn"
+    scoring: str = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from tfbert.data.squad import ON_BAD_ANSWER
+        from tfbert.evaluation.squad import SCORERS
+
+        if self.max_seq_length <= self.max_query_length + 3:
+            raise ValueError(f"max_seq_length ({self.max_seq_length}) must be greater than "
+                             f"max_query_length ({self.max_query_length}) + 3")
+        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.on_bad_answer not in ON_BAD_ANSWER:
+            raise ValueError(f"on_bad_answer must be one of {ON_BAD_ANSWER}, got "
+                             f"{self.on_bad_answer!r}")
+        if self.scoring != "auto" and self.scoring not in SCORERS:
+            raise ValueError(f"scoring must be 'auto' or one of {sorted(SCORERS)}, got "
+                             f"{self.scoring!r}")
+
+    @property
+    def builtin(self) -> bool:
+        """Whether the run uses the built-in QA set (no data file given)."""
+        return not (self.train_file or self.dev_file or self.test_file)
+
+
+def load_data(config: SquadConfig) -> dict[str, Any]:
+    """split -> SquadData for the splits the run needs (None where none is given)."""
+    from tfbert.data import squad as qa_data
+
+    paths = {"train": config.train_file, "dev": config.dev_file, "test": config.test_file}
+    if config.builtin:
+        paths = qa_data.write_builtin_qa(os.path.join(config.output_dir, "data"),
+                                         config.version_2_with_negative)
+        logger.info("built-in People's Daily QA set written to %s",
+                    os.path.dirname(paths["train"]))
+    needed = {"train": config.do_train, "dev": config.do_train or config.do_eval,
+              "test": config.do_predict}
+    splits: dict[str, Any] = {}
+    for split, path in paths.items():
+        if not (needed[split] and path):
+            splits[split] = None
+            continue
+        data = qa_data.read_squad_json(path, config.on_bad_answer)
+        data.examples = config.limit(data.examples, split)
+        logger.info("%s: %d questions from %s", split, len(data.examples), path)
+        splits[split] = data
+    return splits
+
+
+def span_loss(labels: Any, logits: Any) -> Any:
+    """Half the sparse cross-entropy of one boundary: start + end halves add up to Google's
+    (start loss + end loss) / 2."""
+    import keras
+
+    return 0.5 * keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+
+
+def predict_logits(model: Any, features: Sequence[QAFeature], batch_size: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The span labeler's start and end logits [N, T] for every feature."""
+    from tfbert.data import squad as qa_data
+
+    ds = qa_data.make_dataset(features, batch_size, with_labels=False)
+    out = model.predict(ds, verbose=0)
+    return np.asarray(out["start_logits"]), np.asarray(out["end_logits"])
+
+
+def load_finetuned_qa(config: SquadConfig) -> tuple[Any, str, bool]:
+    """The QA model a previous run saved (init_checkpoint = its output_dir/model), for
+    eval/predict without training; returns (model, vocab_file, lower_case)."""
+    from tfbert import checkpoints
+    from tfbert.training.finetune import model_scope
+
+    path = config.init_checkpoint
+    if not path:
+        raise ValueError("without do_train, init_checkpoint must be a fine-tuned QA model "
+                         "directory (output_dir/model of a run_squad training run)")
+    metadata = checkpoints.read_metadata(path)
+    if metadata.get("task") != "qa":
+        raise ValueError(f"{path}: tfbert.json says task {metadata.get('task')!r}; without "
+                         "do_train init_checkpoint must be a fine-tuned QA model (task 'qa')")
+    with model_scope(config):
+        model = checkpoints.load_model(path)
+    lower_case = config.do_lower_case
+    if lower_case is None:
+        lower_case = bool(metadata.get("lower_case", model.encoder.config.lower_case))
+    return model, config.vocab_file or os.path.join(path, "vocab.txt"), lower_case
+
+
+def _write_json(path: str, payload: Any) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(payload, f, ensure_ascii=False, indent=1)
+
+
+def run_squad(config: SquadConfig) -> dict[str, Any]:
+    """Fine-tunes and/or evaluates a BertSpanLabeler as `config` says; returns results.json.
+
+    Writes to output_dir: results.json (`dev`/`test`: exact_match, f1, ...; `train`: history;
+    `data`: feature and data-problem counts), predictions.json (question id -> answer text: the
+    test split's, or dev's when there is no test split), {dev,test}_predictions.json,
+    {dev,test}_nbest_predictions.json, {dev,test}_null_odds.json (v2.0), and model/ (tfbert
+    format, metadata task "qa" with the windowing settings).
+
+    Example:
+    >>> results = run_squad(SquadConfig(  # doctest: +SKIP
+    ...     output_dir="out/qa", init_checkpoint="output/pretrain_default/model",
+    ...     max_seq_length=256))
+    >>> results["dev"]["f1"]  # doctest: +SKIP
+    """
+    import keras
+
+    import tfbert
+    from tfbert.data import squad as qa_data
+    from tfbert.evaluation.squad import evaluate
+    from tfbert.training import finetune as ft
+
+    keras.utils.set_random_seed(config.seed)
+    os.makedirs(config.output_dir, exist_ok=True)
+    splits = load_data(config)
+    if config.do_train and not splits["train"]:
+        raise ValueError("do_train needs training data (train_file, or no files for the "
+                         "built-in set)")
+    if config.do_predict and not splits["test"] and not splits["dev"]:
+        raise ValueError("do_predict needs test_file or dev_file")
+
+    if config.do_train:
+        model, vocab_file, lower_case = ft.build_model(tfbert.BertSpanLabeler, config)
+    else:
+        model, vocab_file, lower_case = load_finetuned_qa(config)
+    tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
+    positions = model.encoder.config.max_position_embeddings
+    if config.max_seq_length > positions:
+        raise ValueError(f"max_seq_length {config.max_seq_length} exceeds the model's "
+                         f"max_position_embeddings {positions}")
+
+    results: dict[str, Any] = {"data": {}}
+    features: dict[str, list[QAFeature]] = {}
+    for split, data in splits.items():
+        if data is None:
+            continue
+        examples = data.examples
+        if split == "train":
+            skipped = [ex.qas_id for ex in examples if not ex.trainable]
+            if skipped:
+                logger.warning("train: %d question(s) whose answer is not in the context are "
+                               "not trained on: %s", len(skipped), ", ".join(skipped[:10]))
+            examples = data.examples = [ex for ex in examples if ex.trainable]
+        features[split], stats = qa_data.convert_examples(
+            examples, tokenizer, config.max_seq_length, config.doc_stride,
+            config.max_query_length)
+        stats.update(data.problem_counts())
+        results["data"][split] = stats
+        logger.info("%s features: %s", split, stats)
+
+    def score(split: str) -> tuple[dict[str, Any], tuple[dict, dict, dict]]:
+        data = splits[split]
+        start, end = predict_logits(model, features[split], config.eval_batch_size)
+        outputs = postprocess_predictions(
+            data.examples, features[split], start, end, config.n_best_size,
+            config.max_answer_length, config.version_2_with_negative,
+            config.null_score_diff_threshold)
+        gold = qa_data.gold_answers(data.examples)
+        metrics: dict[str, Any] = {}
+        if gold:
+            metrics = evaluate(gold, outputs[0], config.version_2_with_negative,
+                               config.scoring, outputs[2] or None)
+        return metrics, outputs
+
+    if config.do_train:
+        train_ds = qa_data.make_dataset(features["train"], config.micro_batch_size,
+                                        training=True, seed=config.seed)
+        outcome = ft.finetune(
+            model, train_ds, loss={"start_logits": span_loss, "end_logits": span_loss},
+            config=config.finetune_config("f1"),
+            evaluate_fn=(lambda m: score("dev")[0]) if splits["dev"] else None,
+            steps_per_epoch=math.ceil(len(features["train"]) / config.micro_batch_size),
+            callbacks=config.callbacks())
+        results["train"] = {"num_examples": len(splits["train"].examples),
+                            "num_features": len(features["train"]),
+                            "best_epoch": outcome.best_epoch,
+                            "num_train_steps": outcome.num_train_steps,
+                            "history": outcome.history}
+        tfbert.save_pretrained(model, os.path.join(config.output_dir, "model"),
+                               vocab_file=vocab_file, metadata={
+                                   "task": "qa", "max_seq_length": config.max_seq_length,
+                                   "max_query_length": config.max_query_length,
+                                   "doc_stride": config.doc_stride,
+                                   "max_answer_length": config.max_answer_length,
+                                   "version_2_with_negative": config.version_2_with_negative,
+                                   "lower_case": lower_case})
+
+    dev_wanted = config.do_train or config.do_eval or (config.do_predict and not splits["test"])
+    scored = [s for s, wanted in (("dev", dev_wanted), ("test", config.do_predict))
+              if wanted and splits[s] is not None]
+    for split in scored:
+        metrics, (predictions, nbest, null_odds) = score(split)
+        if metrics:
+            results[split] = metrics
+            logger.info("%s: exact match %.2f, F1 %.2f (%s scoring, %d questions)", split,
+                        metrics["exact_match"], metrics["f1"], metrics["scoring"],
+                        metrics["total"])
+        else:
+            logger.info("%s has no gold answers: writing predictions only", split)
+        _write_json(os.path.join(config.output_dir, f"{split}_predictions.json"), predictions)
+        _write_json(os.path.join(config.output_dir, f"{split}_nbest_predictions.json"), nbest)
+        if config.version_2_with_negative:
+            _write_json(os.path.join(config.output_dir, f"{split}_null_odds.json"), null_odds)
+        if split == scored[-1]:
+            _write_json(os.path.join(config.output_dir, "predictions.json"), predictions)
+            results["predictions_split"] = split
+    ft.write_results(config.output_dir, results)
+    return results

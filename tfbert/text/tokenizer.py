@@ -1,0 +1,585 @@
+"""BERT's WordPiece tokenizer as an in-graph Keras layer, id-exact with the reference.
+
+The reference is BERT's original tokenizer as the `tokenizers` package runs it
+(`BertWordPieceTokenizer`, the engine of `transformers.BertTokenizerFast`):
+
+1. clean: drop NUL, U+FFFD and control/format/private-use characters (Cc, Cf, Co, Cs, but not
+   tab, newline, carriage return); whitespace characters become spaces;
+2. CJK ideographs become words of their own;
+3. lower_case=True only: NFD, drop non-spacing marks (Mn), lower-case each character. There is
+   no NFKC and no case folding: full-width "，。！？（）" stay full-width;
+4. split at whitespace, and every punctuation character (Unicode P* plus the ASCII symbols
+   !"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~) becomes a word of its own;
+5. greedy longest-match-first WordPiece with "##" continuations; a word longer than 100
+   characters, or one that cannot be covered by vocab pieces, becomes a single [UNK].
+
+Steps 1-4 run here in core TensorFlow ops over Unicode code points, driven by lookup tables
+(below); step 5 is TF Text's `FastWordpieceTokenizer` (linear-time MaxMatch) on the words.
+
+Where the reference's own character tables differ from a modern `unicodedata`, the reference wins:
+`tokenizers` classifies control characters, punctuation and non-spacing marks with the Unicode 8.0
+categories compiled into it, keeps unassigned code points, lower-cases one character at a time
+(no final-sigma rule), and its CJK ranges start Extension E at U+2B920 (Google's Python code says
+U+2B820). The tables below are those classes, generated from `tokenizers` 0.23.3 and checked code
+point by code point in tests/test_tokenizer.py. Google's Python tokenizer (and the slow
+`transformers.BertTokenizer`) agrees with this everywhere except on those rare characters, on
+"Σ" at the end of a word, and (transformers only) NFC before lower_case=False tokenizing.
+
+Invalid UTF-8 is decoded with replacement (each invalid byte sequence becomes U+FFFD, as
+`bytes.decode("utf-8", errors="replace")` does), and cleaning then drops the U+FFFD. Offsets
+count Unicode characters of the string decoded that way.
+
+TF Serving: besides core TensorFlow ops the layer uses one TF Text op,
+`FastWordpieceTokenizeWithOffsets` (TF Text >= 2.7, so present in TF Text 2.12.1 of
+TF Serving 2.12-2.19 and in 2.20.0). Core ops used: UnicodeDecode(WithOffsets), UnicodeEncode,
+GatherV2, Cumsum, Where, Select(V2), LowerBound/UpperBound (searchsorted), StatelessIf/If,
+TopKV2 (stable argsort), UnsortedSegmentSum, RegexReplace, StringJoin/ReduceJoin, StringStrip.
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder
+
+from tfbert.text import vocab as vocab_lib
+
+MAX_CHARS_PER_WORD = 100  # the reference's max_input_chars_per_word (characters, not bytes)
+SUFFIX_INDICATOR = "##"
+
+# Bits of the per-code-point info table.
+_DROP, _SPACE, _PUNCT, _CJK, _MARK, _DECOMPOSES, _UNSAFE = 1, 2, 4, 8, 16, 32, 64
+_CCC_SHIFT = 7  # canonical combining class, 8 bits
+_LOWER_SHIFT = 15  # lower-case delta (signed), 17 bits
+_NFD_WORK = _MARK | _DECOMPOSES | (255 << _CCC_SHIFT)  # characters NFD + mark removal touch
+_BLOCK_BITS = 7  # two-level tables: code point >> 7 picks a block of 128 entries
+
+
+class BertTokenizer(keras.layers.Layer):
+    """BERT WordPiece tokenizer: strings in, word-piece ids out, in-graph and reference-exact.
+
+    Runs eagerly, in `tf.function`, in `tf.data` and inside an exported SavedModel (needing only
+    `tensorflow` and `tensorflow_text` to load).
+
+    Args:
+        vocab_file: str or sequence of str. Path to vocab.txt, or the tokens themselves in id
+            order. Must contain [PAD], [UNK], [CLS], [SEP] and [MASK].
+        lower_case: bool. Lower-case, NFD and strip accents (an "uncased" vocab); False keeps
+            case and accents (a "cased" vocab).
+
+    Example:
+    >>> tokenizer = BertTokenizer("vocab.txt")
+    >>> tokenizer.tokenize(tf.constant(["Hello, world!"]))  # ragged int32 [B, (tokens)]
+    >>> ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(["Hello"]))
+    >>> tokenizer.detokenize(ids)  # tf.string [B]
+    """
+
+    def __init__(self, vocab_file: str | Sequence[str], lower_case: bool = True, **kwargs: Any):
+        kwargs.setdefault("dtype", "int32")
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self._convert_input_args = False  # keep tf.string tensors as they are
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+
+        # === Config ===
+        if isinstance(vocab_file, str):
+            tokens = vocab_lib.load_vocab(vocab_file)
+        else:
+            tokens = vocab_lib.check_vocab(vocab_file, source="vocab list")
+        self._tokens = tokens
+        self.lower_case = bool(lower_case)
+        self._special_ids = vocab_lib.special_ids(tokens)
+
+        # === Tables (captured by traced functions as constants) ===
+        tables = _tables()
+        self._info_index = tf.constant(tables["info_index"])
+        self._info_blocks = tf.constant(tables["info_blocks"])
+        if self.lower_case:
+            self._decomp_index = tf.constant(tables["decomp_index"])
+            self._decomp_blocks = tf.constant(tables["decomp_blocks"])
+            self._decomp_values = tf.constant(tables["decomp_values"])
+        self._vocab_strings = tf.constant(tokens)
+        # A private-use character stands in for words over 100 characters: cleaning removes
+        # private-use characters from text, so it only appears there; it is not in the vocab.
+        self._placeholder = next(c for c in range(0xE000, 0xF900) if chr(c) not in set(tokens))
+        self._wordpiece_texts = _fast_wordpiece(tokens, split_words=True)
+        self._wordpiece_words = _fast_wordpiece(tokens, split_words=False)
+        self._force_word_path = False  # tests set this to check the word-by-word path
+
+    # --- Vocab ---------------------------------------------------------------------------------
+
+    @property
+    def vocab(self) -> list[str]:
+        """The tokens in id order."""
+        return list(self._tokens)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._tokens)
+
+    @property
+    def pad_id(self) -> int:
+        return self._special_ids["pad_id"]
+
+    @property
+    def unk_id(self) -> int:
+        return self._special_ids["unk_id"]
+
+    @property
+    def cls_id(self) -> int:
+        return self._special_ids["cls_id"]
+
+    @property
+    def sep_id(self) -> int:
+        return self._special_ids["sep_id"]
+
+    @property
+    def mask_id(self) -> int:
+        return self._special_ids["mask_id"]
+
+    # --- Tokenizing ----------------------------------------------------------------------------
+
+    def call(self, inputs: Any) -> tf.RaggedTensor:
+        return self.tokenize(inputs)
+
+    def tokenize(self, texts: Any) -> tf.RaggedTensor:
+        """Word-piece ids of each string, no special tokens.
+
+        Args:
+            texts: tf.string [B] (or any rank, or ragged; a Python str or list works too).
+
+        Returns:
+            tf.RaggedTensor int32 [B, (tokens)] (one more ragged dimension than `texts`).
+        """
+        return _map_strings(texts, lambda flat: self._tokenize(flat, with_offsets=False)[0])
+
+    def tokenize_with_offsets(
+            self, texts: Any) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
+        """Word-piece ids with the characters each one came from.
+
+        `text[start:end]` (in Unicode characters of the original string) is the span of the
+        token: the word piece itself up to lower-casing and accent stripping; an [UNK] spans its
+        whole word. Pieces of a character that normalization expands (e.g. a Hangul syllable,
+        NFD with lower_case=True) all span that character.
+
+        Args:
+            texts: tf.string [B] (or any rank, or ragged).
+
+        Returns:
+            (ids int32, start_offsets int64, end_offsets int64), each [B, (tokens)].
+        """
+        parts = [None, None, None]
+
+        def run(flat: tf.Tensor, i: int) -> tf.RaggedTensor:
+            if parts[0] is None:
+                parts[:] = self._tokenize(flat, with_offsets=True)
+            return parts[i]
+
+        ids = _map_strings(texts, lambda flat: run(flat, 0))
+        starts = _map_strings(texts, lambda flat: run(flat, 1))
+        ends = _map_strings(texts, lambda flat: run(flat, 2))
+        return ids, starts, ends
+
+    def detokenize(self, ids: Any) -> tf.Tensor:
+        """Joins word pieces back into text, as the reference's `convert_tokens_to_string`:
+        tokens joined by spaces, " ##" removed. Special tokens (also [PAD]) are kept, so pass
+        ragged ids or strip padding first.
+
+        Args:
+            ids: int [B, (tokens)] ragged or [B, T] dense (or a single [T] row).
+
+        Returns:
+            tf.string [B] (a scalar for a single row).
+        """
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.convert_to_tensor(ids)
+        tokens = tf.gather(self._vocab_strings, tf.cast(ids, tf.int32))
+        text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+        return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update({"vocab_file": self.vocab, "lower_case": self.lower_case})
+        return config
+
+    # --- The pipeline --------------------------------------------------------------------------
+
+    def _tokenize(self, texts: tf.Tensor, with_offsets: bool) -> tuple:
+        """texts tf.string [B] -> ids [B, (P)] (and start/end char offsets [B, (P)]).
+
+        Normalized text goes to TF Text's WordPiece in one string per text (its own splitting at
+        whitespace, punctuation and CJK then equals the reference's), unless the batch holds one
+        of the few characters where TF Text's classes differ (`_UNSAFE`): then the words are
+        split here and passed one by one.
+        """
+        chars = self._normalize(texts)
+        batch_size = tf.size(texts, out_type=tf.int64)
+        if self._force_word_path:
+            out = self._by_words(chars, batch_size, with_offsets)
+        else:
+            out = tf.cond(chars["unsafe"],
+                          lambda: self._by_words(chars, batch_size, with_offsets),
+                          lambda: self._by_texts(chars, batch_size, with_offsets))
+        if not with_offsets:
+            return out[0], None, None
+        ids, first, last = out
+        first_start, last_start = tf.gather(chars["start"], first), tf.gather(chars["start"], last)
+        first_end, last_end = tf.gather(chars["end"], first), tf.gather(chars["end"], last)
+        # Canonical reordering can move a mark past another; keep every span ordered.
+        starts = tf.minimum(first_start, last_start)
+        ends = tf.maximum(first_end, last_end)
+        return ids, ids.with_flat_values(starts), ids.with_flat_values(ends)
+
+    def _by_texts(self, chars: dict, batch_size: tf.Tensor, with_offsets: bool) -> tuple:
+        """WordPiece over whole normalized texts (separators as spaces)."""
+        cps = tf.where(chars["space"], 32, chars["cp"])  # [K]
+        lines = tf.strings.unicode_encode(
+            tf.RaggedTensor.from_value_rowids(cps, chars["row"], nrows=batch_size,
+                                              validate=False), "UTF-8")  # [B]
+        ids, byte_starts, byte_ends = self._wordpiece_texts.tokenize_with_offsets(lines)
+        if not with_offsets:
+            return (ids,)
+        char_bytes = _exclusive_byte_cumsum(cps)  # [K + 1]
+        row_first_char = tf.searchsorted(chars["row"], tf.range(batch_size), out_type=tf.int64)
+        base = tf.gather(tf.gather(char_bytes, row_first_char), ids.value_rowids())  # [P]
+        return (ids,) + _piece_chars(char_bytes, base, byte_starts, byte_ends)
+
+    def _by_words(self, chars: dict, batch_size: tf.Tensor, with_offsets: bool) -> tuple:
+        """WordPiece word by word (words split here)."""
+        in_word = ~chars["space"]
+        index = tf.where(in_word)[:, 0]  # [K'] positions of word characters
+        cps = tf.gather(chars["cp"], index)
+        starts = tf.gather(chars["word_start"], index)
+        word_of_char = tf.cumsum(tf.cast(starts, tf.int64)) - 1  # [K']
+        num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
+        word_chars = tf.RaggedTensor.from_value_rowids(cps, word_of_char, nrows=num_words,
+                                                       validate=False)  # [W, (chars)]
+        words = tf.strings.unicode_encode(word_chars, "UTF-8")  # [W]
+        pieces, byte_starts, byte_ends = self._wordpiece_words.tokenize_with_offsets(words)
+        word_row = tf.boolean_mask(tf.gather(chars["row"], index), starts)  # [W]
+        words_per_text = tf.math.unsorted_segment_sum(tf.ones_like(word_row), word_row,
+                                                      batch_size)  # [B]
+        ids = tf.RaggedTensor.from_row_lengths(pieces, words_per_text,
+                                               validate=False).merge_dims(1, 2)  # [B, (P)]
+        if not with_offsets:
+            return (ids,)
+        char_bytes = _exclusive_byte_cumsum(cps)  # [K' + 1]
+        base = tf.gather(tf.gather(char_bytes, word_chars.row_starts()), pieces.value_rowids())
+        first, last = _piece_chars(char_bytes, base, byte_starts, byte_ends)
+        return ids, tf.gather(index, first), tf.gather(index, last)
+
+    def _normalize(self, texts: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Steps 1-4 over the code points of a batch of strings.
+
+        Legend: B texts, N code points in, K normalized code points (separators included).
+
+        Returns:
+            A dict of [K] tensors: `cp` (int32 normalized code points), `row` (int64 text index),
+            `start`/`end` (int64 span of the source characters in their text), `space`
+            (separator), `word_start` (first character of a word); and `unsafe` (bool scalar:
+            the batch needs the word-by-word path).
+        """
+        chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                          replacement_char=0xFFFD)  # [B, (N)]
+        cps = chars.flat_values  # [N] int32
+        char_row = chars.value_rowids()  # [N] int64
+        info = _lookup(self._info_index, self._info_blocks, cps)  # [N]
+        keep = tf.equal(_bits(info, _DROP), 0)
+        if self.lower_case:
+            needs_nfd = tf.reduce_any(keep & tf.not_equal(_bits(info, _NFD_WORK), 0))
+            kept = tf.where(keep)[:, 0]
+            src, cp, cp_info = tf.cond(
+                needs_nfd,
+                lambda: self._nfd_strip_marks(cps, info, keep, char_row),
+                lambda: (kept,) + _select(kept, cps, info))
+            cp = cp + tf.bitwise.right_shift(cp_info, _LOWER_SHIFT)  # lower-case, char by char
+        else:
+            src = tf.where(keep)[:, 0]
+            cp, cp_info = _select(src, cps, info)
+        row = tf.gather(char_row, src)  # [K]
+        start = src - tf.gather(chars.row_starts(), row)  # character index in its text
+        space = tf.not_equal(_bits(cp_info, _SPACE), 0)
+        alone = tf.not_equal(_bits(cp_info, _PUNCT) + _bits(tf.gather(info, src), _CJK), 0)
+        boundary = tf.concat([[True], (alone | space)[:-1] | tf.not_equal(row[1:], row[:-1])], 0)
+        chars_out = {"cp": cp, "row": row, "start": start, "end": start + 1, "space": space,
+                     "word_start": ~space & (alone | boundary)}
+        chars_out = _collapse_long_words(chars_out, self._placeholder)
+        chars_out["unsafe"] = tf.reduce_any(tf.not_equal(_bits(cp_info, _UNSAFE), 0))
+        return chars_out
+
+    def _nfd_strip_marks(self, cps: tf.Tensor, info: tf.Tensor, keep: tf.Tensor,
+                         char_row: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """NFD of the kept characters, then non-spacing marks removed.
+
+        Returns (src [M] index of the source character, cp [M], info of cp [M]).
+        """
+        decomp = _lookup(self._decomp_index, self._decomp_blocks, cps)  # [N] start<<3 | length
+        counts = tf.where(keep, tf.where(decomp > 0, _bits(decomp, 7), 1), 0)  # [N]
+        src = tf.repeat(tf.range(tf.size(cps, out_type=tf.int64)), counts)  # [M]
+        first_out = tf.cumsum(tf.cast(counts, tf.int64), exclusive=True)  # [N]
+        k = tf.range(tf.size(src, out_type=tf.int64)) - tf.gather(first_out, src)  # [M]
+        src_decomp = tf.gather(decomp, src)
+        decomposed = src_decomp > 0
+        at = tf.where(decomposed, tf.cast(tf.bitwise.right_shift(src_decomp, 3), tf.int64) + k, 0)
+        cp = tf.where(decomposed, tf.gather(self._decomp_values, at), tf.gather(cps, src))
+        cp_info = _lookup(self._info_index, self._info_blocks, cp)
+        src, cp, cp_info = _canonical_order(src, cp, cp_info, tf.gather(char_row, src))
+        return _select(tf.where(tf.equal(_bits(cp_info, _MARK), 0))[:, 0], src, cp, cp_info)
+
+
+def _fast_wordpiece(tokens: list[str], split_words: bool) -> tf_text.FastWordpieceTokenizer:
+    """TF Text's WordPiece; with split_words it also splits text at whitespace and punctuation
+    (and CJK), else each input string is one word. No word exceeds 100 characters here, so the
+    byte limit is set above 100 characters' worth."""
+    buffer = pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
+        tokens, MAX_CHARS_PER_WORD * 4, SUFFIX_INDICATOR, vocab_lib.UNK, not split_words, False)
+    return tf_text.FastWordpieceTokenizer(
+        model_buffer=tf.constant(np.frombuffer(buffer, np.uint8)), token_out_type=tf.int32)
+
+
+def _map_strings(texts: Any, fn: Any) -> Any:
+    """Applies fn (tf.string [B] -> ragged [B, (...)]) to strings of any rank or raggedness."""
+    if isinstance(texts, tf.RaggedTensor):
+        return texts.with_flat_values(_map_strings(texts.flat_values, fn))
+    texts = tf.convert_to_tensor(texts, dtype=tf.string)
+    rank = texts.shape.rank
+    if rank is None:
+        raise ValueError("tokenizer input must have a known rank; got a tf.string of unknown "
+                         "rank (set the shape, e.g. with tf.ensure_shape(texts, [None]))")
+    if rank == 0:
+        return fn(tf.reshape(texts, [1]))[0]
+    if rank == 1:
+        return fn(texts)
+    return tf.RaggedTensor.from_tensor(texts, ragged_rank=rank - 1).with_flat_values(
+        fn(tf.reshape(texts, [-1])))
+
+
+def _lookup(index: tf.Tensor, blocks: tf.Tensor, cp: tf.Tensor) -> tf.Tensor:
+    """Two-level table lookup: blocks[index[cp >> 7] * 128 + cp % 128]."""
+    block = tf.gather(index, tf.bitwise.right_shift(cp, _BLOCK_BITS))
+    return tf.gather(blocks, block * (1 << _BLOCK_BITS) + _bits(cp, (1 << _BLOCK_BITS) - 1))
+
+
+def _bits(x: tf.Tensor, mask: int) -> tf.Tensor:
+    return tf.bitwise.bitwise_and(x, tf.constant(mask, x.dtype))
+
+
+def _select(index: tf.Tensor, *tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    return tuple(tf.gather(t, index) for t in tensors)
+
+
+def _exclusive_byte_cumsum(cps: tf.Tensor) -> tf.Tensor:
+    """UTF-8 byte offset of each code point in their concatenation, plus the total: [K + 1]."""
+    byte_len = (1 + tf.cast(cps >= 0x80, tf.int64) + tf.cast(cps >= 0x800, tf.int64)
+                + tf.cast(cps >= 0x10000, tf.int64))
+    return tf.concat([[0], tf.cumsum(byte_len)], 0)
+
+
+def _piece_chars(char_bytes: tf.Tensor, base: tf.Tensor, byte_starts: tf.RaggedTensor,
+                 byte_ends: tf.RaggedTensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """First and last character ([P] indices) of each piece, from its byte span.
+
+    Args:
+        char_bytes: int64 [K + 1]. Byte offset of each character in the concatenated strings.
+        base: int64 [P]. Byte offset of the string each piece is in.
+        byte_starts, byte_ends: ragged [., (P)]. The piece's bytes within its string.
+    """
+    first = base + tf.cast(byte_starts.flat_values, tf.int64)
+    last = base + tf.cast(byte_ends.flat_values, tf.int64) - 1
+    return (tf.searchsorted(char_bytes, first, side="right", out_type=tf.int64) - 1,
+            tf.searchsorted(char_bytes, last, side="right", out_type=tf.int64) - 1)
+
+
+def _collapse_long_words(chars: dict, placeholder: int) -> dict:
+    """A word of more than 100 characters becomes one placeholder character (not in the vocab,
+    so WordPiece gives [UNK]) whose span covers the word."""
+    word_start, space = chars["word_start"], chars["space"]
+    word = tf.cumsum(tf.cast(word_start, tf.int64)) - 1  # [K] (-1 before the first word)
+    num_words = tf.reduce_sum(tf.cast(word_start, tf.int64))
+    length = tf.math.unsorted_segment_sum(tf.cast(~space, tf.int64), word, num_words)  # [W]
+
+    def collapse() -> dict:
+        in_long = ~space & tf.gather(length > MAX_CHARS_PER_WORD, tf.maximum(word, 0))
+        word_end = tf.math.unsorted_segment_max(chars["end"], word, num_words)
+        head = in_long & word_start
+        out = dict(chars)
+        out["cp"] = tf.where(head, placeholder, chars["cp"])
+        out["end"] = tf.where(head, tf.gather(word_end, tf.maximum(word, 0)), chars["end"])
+        keep = tf.where(~in_long | head)[:, 0]
+        return {name: tf.gather(value, keep) for name, value in out.items()}
+
+    return tf.cond(tf.reduce_any(length > MAX_CHARS_PER_WORD), collapse, lambda: dict(chars))
+
+
+def _canonical_order(src: tf.Tensor, cp: tf.Tensor, info: tf.Tensor,
+                     row: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """NFD's canonical ordering: a run of combining characters (ccc > 0) is stably sorted by
+    combining class. Per-character decompositions are already ordered, so this only acts when
+    marks from different characters meet out of order (rare; skipped otherwise)."""
+    ccc = _bits(tf.bitwise.right_shift(info, _CCC_SHIFT), 255)
+    starter = tf.equal(ccc, 0) | tf.concat([[True], tf.not_equal(row[1:], row[:-1])], 0)
+    out_of_order = ~starter[1:] & (ccc[:-1] > ccc[1:])
+
+    def reorder() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        segment = tf.cumsum(tf.cast(starter, tf.int64))  # one per starter (or text start)
+        order = tf.argsort(segment * 256 + tf.cast(ccc, tf.int64), stable=True)
+        return _select(order, src, cp, info)
+
+    return tf.cond(tf.reduce_any(out_of_order), reorder, lambda: (src, cp, info))
+
+
+# --- Tables ----------------------------------------------------------------------------------
+
+def _parse_ranges(text: str) -> list[tuple[int, int]]:
+    """"a-b c" (hex, inclusive) -> [(a, b), (c, c)]."""
+    out = []
+    for item in text.split():
+        lo, _, hi = item.partition("-")
+        out.append((int(lo, 16), int(hi or lo, 16)))
+    return out
+
+
+def _two_level(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Splits a per-code-point int32 array into (block index, unique blocks)."""
+    blocks = values.reshape(-1, 1 << _BLOCK_BITS)
+    unique, index = np.unique(blocks, axis=0, return_inverse=True)
+    return index.astype(np.int32).reshape(-1), unique.astype(np.int32).reshape(-1)
+
+
+@functools.cache
+def _tables() -> dict[str, np.ndarray]:
+    """The lookup tables, built once per process (about a second).
+
+    `info` (two-level, per code point): class bits, canonical combining class, lower-case
+    delta. `decomp` (two-level): NFD of the code point as (start << 3 | length) into
+    `decomp_values`, 0 where NFD leaves it alone.
+    """
+    info = np.zeros(0x110000, np.int64)
+    for text, bit in ((_DROPPED, _DROP), (_PUNCTUATION, _PUNCT), (_NONSPACING_MARKS, _MARK),
+                      (_WORDPIECE_SPLITS_DIFFER, _UNSAFE)):
+        for lo, hi in _parse_ranges(text):
+            info[lo:hi + 1] |= bit
+    for lo, hi in _CJK_RANGES:
+        info[lo:hi + 1] |= _CJK
+    info[list(_WHITESPACE)] |= _SPACE
+
+    decomp = np.zeros(0x110000, np.int64)
+    values: list[int] = []
+
+    def decompose(c: int, seq: list[int]) -> None:
+        assert 0 < len(seq) < 8, (hex(c), seq)
+        decomp[c] = (len(values) << 3) | len(seq)
+        values.extend(seq)
+        info[c] |= _DECOMPOSES
+
+    overridden = set()
+    for lo, hi, target in _overrides():
+        for c in range(lo, hi + 1):
+            decompose(c, [target + c - lo])
+            overridden.add(c)
+    # Planes 0-3 and 14 hold every character with case, decomposition or combining class.
+    for c in [*range(0x40000), *range(0xE0000, 0xE1000)]:
+        ch = chr(c)
+        ccc = unicodedata.combining(ch)
+        if ccc:
+            info[c] |= ccc << _CCC_SHIFT
+        if c in overridden:
+            continue
+        lower = ch.lower()
+        if lower != ch and len(lower) == 1:
+            info[c] |= (ord(lower) - c) << _LOWER_SHIFT
+        if not unicodedata.is_normalized("NFD", ch):
+            decompose(c, [ord(x) for x in unicodedata.normalize("NFD", ch)])
+    assert info.max() < 2**31 and info.min() >= -(2**31)
+    info_index, info_blocks = _two_level(info.astype(np.int32))
+    decomp_index, decomp_blocks = _two_level(decomp.astype(np.int32))
+    return {"info_index": info_index, "info_blocks": info_blocks,
+            "decomp_index": decomp_index, "decomp_blocks": decomp_blocks,
+            "decomp_values": np.asarray(values, np.int32)}
+
+
+def _overrides() -> list[tuple[int, int, int]]:
+    """(first, last, target of first): lower_case=True results newer than this Python's data."""
+    out = []
+    for item in _LOWER_CASE_OVERRIDES.split():
+        span, _, target = item.partition(">")
+        lo, hi = _parse_ranges(span)[0]
+        out.append((lo, hi, int(target, 16)))
+    return out
+
+
+# Whitespace: tab, newline, carriage return and Unicode White_Space (11, 12, 0x85 are control
+# characters and dropped before they count).
+_WHITESPACE = (9, 10, 11, 12, 13, 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028,
+               0x2029, 0x202F, 0x205F, 0x3000)
+# CJK ideographs as `tokenizers` has them (Extension E from U+2B920, not U+2B820).
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+               (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+# The reference's character classes (hex ranges, inclusive), generated from `tokenizers` 0.23.3
+# by tests/test_tokenizer.py::reference_tables, which also checks every code point against them.
+# Cleaned away: NUL, U+FFFD, Cc except \t \n \r, Cf, Co (Unicode 8.0 categories).
+_DROPPED = """
+0-8 b-c e-1f 7f-9f ad 600-605 61c 6dd 70f 180e 200b-200f 202a-202e 2060-2064 2066-206f
+e000-f8ff feff fff9-fffb fffd 110bd 1bca0-1bca3 1d173-1d17a e0001 e0020-e007f f0000-ffffd
+100000-10fffd
+"""
+# Punctuation: the ASCII symbol ranges plus P* (Unicode 8.0).
+_PUNCTUATION = """
+21-2f 3a-40 5b-60 7b-7e a1 a7 ab b6-b7 bb bf 37e 387 55a-55f 589-58a 5be 5c0 5c3 5c6 5f3-5f4
+609-60a 60c-60d 61b 61e-61f 66a-66d 6d4 700-70d 7f7-7f9 830-83e 85e 964-965 970 af0 df4 e4f
+e5a-e5b f04-f12 f14 f3a-f3d f85 fd0-fd4 fd9-fda 104a-104f 10fb 1360-1368 1400 166d-166e
+169b-169c 16eb-16ed 1735-1736 17d4-17d6 17d8-17da 1800-180a 1944-1945 1a1e-1a1f 1aa0-1aa6
+1aa8-1aad 1b5a-1b60 1bfc-1bff 1c3b-1c3f 1c7e-1c7f 1cc0-1cc7 1cd3 2010-2027 2030-2043 2045-2051
+2053-205e 207d-207e 208d-208e 2308-230b 2329-232a 2768-2775 27c5-27c6 27e6-27ef 2983-2998
+29d8-29db 29fc-29fd 2cf9-2cfc 2cfe-2cff 2d70 2e00-2e2e 2e30-2e42 3001-3003 3008-3011 3014-301f
+3030 303d 30a0 30fb a4fe-a4ff a60d-a60f a673 a67e a6f2-a6f7 a874-a877 a8ce-a8cf a8f8-a8fa a8fc
+a92e-a92f a95f a9c1-a9cd a9de-a9df aa5c-aa5f aade-aadf aaf0-aaf1 abeb fd3e-fd3f fe10-fe19
+fe30-fe52 fe54-fe61 fe63 fe68 fe6a-fe6b ff01-ff03 ff05-ff0a ff0c-ff0f ff1a-ff1b ff1f-ff20
+ff3b-ff3d ff3f ff5b ff5d ff5f-ff65 10100-10102 1039f 103d0 1056f 10857 1091f 1093f 10a50-10a58
+10a7f 10af0-10af6 10b39-10b3f 10b99-10b9c 11047-1104d 110bb-110bc 110be-110c1 11140-11143
+11174-11175 111c5-111c9 111cd 111db 111dd-111df 11238-1123d 112a9 114c6 115c1-115d7
+11641-11643 1173c-1173e 12470-12474 16a6e-16a6f 16af5 16b37-16b3b 16b44 1bc9f 1da87-1da8b
+"""
+# Non-spacing marks (Mn, Unicode 8.0): removed after NFD when lower-casing.
+_NONSPACING_MARKS = """
+300-33f 342 345-36f 483-487 591-5bd 5bf 5c1-5c2 5c4-5c5 5c7 610-61a 64b-65f 670 6d6-6dc
+6df-6e4 6e7-6e8 6ea-6ed 711 730-74a 7a6-7b0 7eb-7f3 816-819 81b-823 825-827 829-82d 859-85b
+8e3-902 93a 93c 941-948 94d 951-957 962-963 981 9bc 9c1-9c4 9cd 9e2-9e3 a01-a02 a3c a41-a42
+a47-a48 a4b-a4d a51 a70-a71 a75 a81-a82 abc ac1-ac5 ac7-ac8 acd ae2-ae3 b01 b3c b3f b41-b44
+b4d b56 b62-b63 b82 bc0 bcd c00 c3e-c40 c46-c47 c4a-c4d c55-c56 c62-c63 c81 cbc cbf cc6 ccc-
+ccd ce2-ce3 d01 d41-d44 d4d d62-d63 dca dd2-dd4 dd6 e31 e34-e3a e47-e4e eb1 eb4-eb9 ebb-ebc
+ec8-ecd f18-f19 f35 f37 f39 f71-f72 f74 f77 f79-f7e f80 f82-f84 f86-f87 f8d-f92 f94-f97
+f99-f9c f9e-fa1 fa3-fa6 fa8-fab fad-fb8 fba-fbc fc6 102d-1030 1032-1037 1039-103a 103d-103e
+1058-1059 105e-1060 1071-1074 1082 1085-1086 108d 109d 135d-135f 1712-1714 1732-1734 1752-1753
+1772-1773 17b4-17b5 17b7-17bd 17c6 17c9-17d3 17dd 180b-180d 18a9 1920-1922 1927-1928 1932
+1939-193b 1a17-1a18 1a1b 1a56 1a58-1a5e 1a60 1a62 1a65-1a6c 1a73-1a7c 1a7f 1ab0-1abd 1b00-1b03
+1b34 1b36-1b3a 1b3c 1b42 1b6b-1b73 1b80-1b81 1ba2-1ba5 1ba8-1ba9 1bab-1bad 1be6 1be8-1be9 1bed
+1bef-1bf1 1c2c-1c33 1c36-1c37 1cd0-1cd2 1cd4-1ce0 1ce2-1ce8 1ced 1cf4 1cf8-1cf9 1dc0-1df5
+1dfc-1dff 20d0-20dc 20e1 20e5-20f0 2cef-2cf1 2d7f 2de0-2dff 302a-302d 3099-309a a66f a674-a67d
+a69e-a69f a6f0-a6f1 a802 a806 a80b a825-a826 a8c4 a8e0-a8f1 a926-a92d a947-a951 a980-a982 a9b3
+a9b6-a9b9 a9bc a9e5 aa29-aa2e aa31-aa32 aa35-aa36 aa43 aa4c aa7c aab0 aab2-aab4 aab7-aab8
+aabe-aabf aac1 aaec-aaed aaf6 abe5 abe8 abed fb1e fe00-fe0f fe20-fe2f 101fd 102e0 10376-1037a
+10a01-10a03 10a05-10a06 10a0c-10a0f 10a38-10a3a 10a3f 10ae5-10ae6 11001 11038-11046
+1107f-11081 110b3-110b6 110b9-110ba 11100-11102 11127-1112b 1112d 11130-11134 11173
+11180-11181 111b6-111be 111ca-111cc 1122f-11231 11234 11236-11237 112df 112e3-112ea
+11300-11301 1133c 11340 11366-1136c 11370-11374 114b3-114b8 114ba 114bf-114c0 114c2-114c3
+115b2-115b5 115bc-115bd 115bf-115c0 115dc-115dd 11633-1163a 1163d 1163f-11640 116ab 116ad
+116b0-116b5 116b7 1171d-1171f 11722-11725 11727-1172b 16af0-16af4 16b30-16b36 16f8f-16f92
+1bc9d-1bc9e 1d167-1d169 1d17b-1d182 1d185-1d18b 1d1aa-1d1ad 1d242-1d244 1da00-1da36
+1da3b-1da6c 1da75 1da84 1da9b-1da9f 1daa1-1daaf 1e8d0-1e8d6 e0100-e01ef
+"""
+# lower_case=True results for characters newer than Python 3.11's Unicode 14 (first[-last]>target;
+# they map one to one).
+_LOWER_CASE_OVERRIDES = """
+1c89>1c8a a7cb>264 a7cc>a7cd a7ce>a7cf a7d2>a7d3 a7d4>a7d5 a7da>a7db a7dc>19b
+10d50-10d65>10d70 11938>11938 16ea0-16eb8>16ebb
+"""

