@@ -6,9 +6,9 @@ BERT (4 layers, hidden 256) for about ten minutes on two CPU cores, and writes
 output/pretrain_default/ (pretrain_results.json, model/, checkpoints/, logs/).
 
     python run_pretraining.py
-    python run_pretraining.py --input_file='data/pretrain.tfrecord-*' --vocab_file=vocab.txt \
-        --bert_config_file=bert_config.json --output_dir=output/my_bert \
-        --train_batch_size=256 --num_train_steps=100000 --num_warmup_steps=10000 \
+    python run_pretraining.py --input_file='data/pretrain.tfrecord-*' --vocab_file=vocab.txt \\
+        --bert_config_file=bert_config.json --output_dir=output/my_bert \\
+        --train_batch_size=256 --num_train_steps=100000 --num_warmup_steps=10000 \\
         --learning_rate=1e-4 --optimizer=lamb --mixed_precision=bfloat16
 
 Rerunning a command resumes from its last checkpoint (a larger --num_train_steps trains on).
@@ -47,6 +47,7 @@ flags.DEFINE_float("masked_lm_prob", _D.masked_lm_prob, "Share of tokens to mask
 flags.DEFINE_bool("whole_word_mask", _D.whole_word_mask, "Mask whole words (jieba words for "
                   "Chinese; records need word starts, see create_pretraining_data.py).")
 flags.DEFINE_string("cache_dir", _D.cache_dir, "Cache for the built-in data.")
+flags.adopt_module_key_flags(common_flags)  # list the shared flags in --help too
 
 
 def main(argv: list[str]) -> None:

@@ -73,8 +73,10 @@ def assert_all_close(actual, expected, atol: float = ATOL, what: str = "outputs"
 
 def _check_fit(model: keras.Model, x, y=None, compile_kwargs: dict | None = None,
                batch_size: int = 2) -> dict:
-    compile_kwargs = dict(compile_kwargs or {})
-    compile_kwargs.setdefault("optimizer", keras.optimizers.Adam(1e-2))
+    # SGD and a plain graph by default: tracing Adam's per-variable updates or XLA-compiling a
+    # train step costs seconds per model on a small CPU; tests that need XLA training ask.
+    compile_kwargs = {"optimizer": keras.optimizers.SGD(0.05), "jit_compile": False,
+                      **(compile_kwargs or {})}
     model.compile(**compile_kwargs)
     before = [np.array(w) for w in model.trainable_weights]
     history = model.fit(x, y, batch_size=batch_size, epochs=1, steps_per_epoch=1, verbose=0,
@@ -96,7 +98,7 @@ def check_model(model: keras.Model, features: dict, tmp_path, labels=None,
         features: numpy feature dict (may hold extra keys such as labels).
         tmp_path: a pytest tmp_path for the `.keras` file.
         labels: `y` for fit, or None when the model finds its labels in `features`.
-        compile_kwargs: compile arguments for the fit step (optimizer defaults to Adam 1e-2).
+        compile_kwargs: compile arguments for the fit step (default: SGD, no XLA).
         fit: run the fit step.
         jit: run the tf.function with jit_compile=True (XLA) rather than a plain graph.
     """
@@ -158,5 +160,5 @@ def check_layer(layer: keras.layers.Layer, args: list[np.ndarray], tmp_path,
     assert_all_close(loaded(feed, training=False), out, what=".keras reload")
 
     target = np.random.default_rng(0).normal(size=out.shape).astype("float32")
-    _check_fit(wrapper, feed, target, {"loss": "mse"})
+    _check_fit(wrapper, feed, target, {"loss": "mse", "run_eagerly": True})
     return out

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
+import tfbert
 from tfbert import checkpoints
 from tfbert.checkpoints import google, hf, names
 from tfbert.checkpoints.canonical import CheckpointError
@@ -346,3 +347,175 @@ def test_bad_tfbert_metadata(tmp_path):
         checkpoints.read_checkpoint(path)
     with pytest.raises(CheckpointError, match="missing tfbert.json"):
         checkpoints.read_metadata(TINY)
+
+
+# --- Keras models: from_pretrained, save_pretrained, load_model ------------------------------
+
+
+def _tiny_inputs(with_positions: bool = False) -> dict:
+    mask = np.array([[1] * 8, [1] * 5 + [0] * 3], np.int32)
+    ids = np.random.default_rng(0).integers(5, 120, (2, 8)).astype(np.int32) * mask
+    inputs = {"input_ids": ids, "input_mask": mask,
+              "segment_ids": np.array([[0] * 4 + [1] * 4, [0] * 8], np.int32)}
+    if with_positions:
+        inputs["masked_lm_positions"] = np.array([[1, 3], [2, 4]], np.int32)
+    return inputs
+
+
+def _outputs(model, inputs) -> dict:
+    out = model(inputs, training=False)
+    out = out if isinstance(out, dict) else {"logits": out}
+    return {k: np.asarray(v) for k, v in out.items() if not isinstance(v, list)}
+
+
+def _assert_same_outputs(a, b, inputs) -> None:
+    out_a, out_b = _outputs(a, inputs), _outputs(b, inputs)
+    assert sorted(out_a) == sorted(out_b)
+    for key in out_a:
+        np.testing.assert_array_equal(out_a[key], out_b[key], err_msg=key)
+
+
+def _tiny_encoder():
+    return tfbert.from_pretrained(TINY)
+
+
+def test_from_pretrained_copies_every_weight():
+    from tfbert.checkpoints import keras_model
+
+    checkpoint = checkpoints.read_checkpoint(TINY)
+    encoder = tfbert.from_pretrained(TINY)
+    assert isinstance(encoder, tfbert.BertEncoder) and encoder.config == checkpoint.config
+    round_trip = keras_model.to_checkpoint(encoder).weights
+    encoder_names = {k for k in checkpoint.weights if names.is_encoder(k)}
+    assert set(round_trip) == encoder_names
+    for key in encoder_names:
+        np.testing.assert_array_equal(round_trip[key], checkpoint.weights[key], err_msg=key)
+    query = encoder.transformer_layers[1].attention.query_dense.kernel  # [H, N, D]
+    np.testing.assert_array_equal(
+        np.asarray(query)[:, 2, :],
+        checkpoint.weights["encoder.layer.1.attention.self.query.weight"][16:24].T)
+
+
+@pytest.mark.parametrize("kind", ["pretrainer", "classifier", "token_classifier", "span"])
+def test_save_pretrained_load_model_round_trip(tmp_path, kind):
+    encoder = _tiny_encoder()
+    model = {"pretrainer": lambda: tfbert.BertPretrainer(encoder),
+             "classifier": lambda: tfbert.BertClassifier(
+                 encoder, num_classes=3, head_hidden_layers=2, head_hidden_size=16, dropout=0.2),
+             "token_classifier": lambda: tfbert.BertTokenClassifier(encoder, num_classes=5),
+             "span": lambda: tfbert.BertSpanLabeler(encoder)}[kind]()
+    rng = np.random.default_rng(0)  # random heads, so a head that did not load shows
+    for variable in model.weights:
+        if variable.path.startswith(("head_", "logits", "span_logits", "mlm_head", "nsp_head")):
+            variable.assign(rng.normal(0, 0.5, tuple(variable.shape)).astype(np.float32))
+    directory = str(tmp_path / kind)
+    metadata = {"task": kind, "labels": ["a", "b", "c"], "max_seq_length": 8}
+    tfbert.save_pretrained(model, directory, vocab_file=f"{TINY}/vocab.txt", metadata=metadata)
+    assert sorted(os.listdir(directory)) == ["config.json", "model.safetensors", "tfbert.json",
+                                             "tokenizer_config.json", "vocab.txt"]
+    saved = checkpoints.read_metadata(directory)
+    assert saved["model_class"] == type(model).__name__
+    assert {k: saved[k] for k in metadata} == metadata and saved["format_version"] == 1
+    assert "encoder" not in saved["model_config"]
+    keys = load_file(os.path.join(directory, "model.safetensors"))
+    assert "bert.encoder.layer.1.output.LayerNorm.weight" in keys
+    if kind == "pretrainer":
+        assert "cls.seq_relationship.weight" in keys and keys["cls.seq_relationship.weight"].shape \
+            == (2, 32)
+    if kind == "classifier":
+        assert keys["head.head_hidden_1.kernel"].shape == (16, 16)
+        assert saved["model_config"]["head_hidden_layers"] == 2
+
+    loaded = checkpoints.load_model(directory)
+    assert type(loaded) is type(model)
+    assert loaded.get_config() | {"name": None} == model.get_config() | {"name": None}
+    _assert_same_outputs(model, loaded, _tiny_inputs(kind == "pretrainer"))
+
+    # The class's own from_pretrained on a tfbert dir of the same class restores the head too.
+    again = type(model).from_pretrained(directory)
+    _assert_same_outputs(model, again, _tiny_inputs(kind == "pretrainer"))
+
+
+def test_model_from_pretrained_heads(tmp_path, caplog):
+    inputs = _tiny_inputs()
+    classifier = tfbert.BertClassifier.from_pretrained(TINY, num_classes=4)
+    reference = _tiny_encoder()
+    _assert_same_outputs(classifier.encoder, reference, inputs)
+    tfbert.save_pretrained(classifier, str(tmp_path / "clf"))
+
+    # A different num_classes cannot reuse the head: the encoder loads, the head starts fresh.
+    with caplog.at_level(logging.WARNING, logger="tfbert.checkpoints"):
+        other = tfbert.BertClassifier.from_pretrained(str(tmp_path / "clf"), num_classes=2)
+    assert "does not fit BertClassifier(num_classes=2)" in caplog.text
+    assert _outputs(other, inputs)["logits"].shape == (2, 2)
+    _assert_same_outputs(other.encoder, reference, inputs)
+
+    # A different task on the same directory: encoder only.
+    tagger = tfbert.BertTokenClassifier.from_pretrained(str(tmp_path / "clf"), num_classes=3)
+    _assert_same_outputs(tagger.encoder, reference, inputs)
+
+    # BertPretrainer from a checkpoint without heads: encoder loads, heads logged as fresh.
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tfbert.checkpoints"):
+        pretrainer = tfbert.BertPretrainer.from_pretrained(str(tmp_path / "clf"))
+    assert "has no masked-LM head" in caplog.text and "has no next-sentence head" in caplog.text
+    _assert_same_outputs(pretrainer.encoder, reference, inputs)
+
+
+def test_strict_false_keeps_initial_values(tmp_path, caplog):
+    path = _copy_tiny(tmp_path)
+    _rewrite_state(path, lambda s: (s.pop("bert.pooler.dense.weight"),
+                                    s.pop("bert.pooler.dense.bias")))
+    with pytest.raises(CheckpointError, match=r"2 variable\(s\) missing"):
+        tfbert.from_pretrained(path)
+    with caplog.at_level(logging.WARNING, logger="tfbert.checkpoints"):
+        encoder = tfbert.from_pretrained(path, strict=False)
+    assert "pooler.dense.weight" in caplog.text
+    reference = _tiny_encoder()
+    inputs = _tiny_inputs()
+    np.testing.assert_array_equal(_outputs(encoder, inputs)["sequence_output"],
+                                  _outputs(reference, inputs)["sequence_output"])
+
+
+def test_save_pretrained_hf_format_round_trip(tmp_path):
+    first = checkpoints.read_checkpoint(TINY)
+    model = tfbert.BertPretrainer.from_pretrained(TINY)
+    tfbert.save_pretrained(tfbert.BertClassifier(model.encoder, 2), str(tmp_path / "enc"),
+                           format="hf")
+    assert not os.path.exists(tmp_path / "enc" / "tfbert.json")
+    assert not any(k.startswith("head.") for k in
+                   load_file(str(tmp_path / "enc" / "model.safetensors")))
+    tfbert.save_pretrained(model, str(tmp_path / "hf"), vocab_file=f"{TINY}/vocab.txt",
+                           format="hf")
+    second = checkpoints.read_checkpoint(str(tmp_path / "hf"))
+    assert second.format == "hf" and second.config == first.config
+    _assert_same_weights(first.weights, second.weights)
+    hf.write_hf(second, str(tmp_path / "hf2"))  # read -> write -> read: identical arrays
+    _assert_same_weights(second.weights, checkpoints.read_checkpoint(str(tmp_path / "hf2")).weights)
+    with pytest.raises(ValueError, match="metadata is written to tfbert.json"):
+        tfbert.save_pretrained(model, str(tmp_path / "x"), metadata={"a": 1}, format="hf")
+    with pytest.raises(ValueError, match="reserved"):
+        tfbert.save_pretrained(model, str(tmp_path / "x"), metadata={"model_class": "X"})
+
+
+def test_load_model_refuses_mismatched_weights(tmp_path):
+    encoder = _tiny_encoder()
+    tfbert.save_pretrained(tfbert.BertClassifier(encoder, num_classes=3), str(tmp_path / "c"))
+    _rewrite_state(str(tmp_path / "c"), lambda s: s.pop("head.logits.bias"))
+    with pytest.raises(CheckpointError, match=r"1 model variable\(s\) missing(?s:.*)"
+                                              r"head\.logits\.bias"):
+        checkpoints.load_model(str(tmp_path / "c"))
+    with pytest.raises(CheckpointError, match="missing tfbert.json"):
+        checkpoints.load_model(TINY)
+
+
+def test_hf_config_without_model_type(tmp_path):
+    """pytorch-pretrained-bert's config.json: no model_type, and its "gelu" is exact erf."""
+    path = _copy_tiny(tmp_path)
+    with open(os.path.join(path, "config.json")) as f:
+        values = json.load(f)
+    del values["model_type"]
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(values, f)
+    config = checkpoints.read_checkpoint(path).config
+    assert config.hidden_act == "gelu" and config.hidden_size == 32 and config.lower_case

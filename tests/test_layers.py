@@ -21,7 +21,7 @@ from tfbert.layers import (
     get_activation,
 )
 
-B, T, H, N, I, V = 3, 8, 32, 4, 64, 50
+B, T, H, N, FFN, V = 3, 8, 32, 4, 64, 50
 
 
 def np_gelu(x, approximate: bool):
@@ -103,7 +103,7 @@ def reference_block(x, mask, layer: BertTransformerLayer, approximate_gelu=False
 
 @pytest.mark.parametrize("hidden_act", ["gelu", "gelu_tanh"])
 def test_transformer_layer_matches_reference(tmp_path, hidden_act):
-    layer = BertTransformerLayer(hidden_size=H, num_attention_heads=N, intermediate_size=I,
+    layer = BertTransformerLayer(hidden_size=H, num_attention_heads=N, intermediate_size=FFN,
                                  hidden_act=hidden_act, name="layer_0")
     rng = np.random.default_rng(1)
     x = rng.normal(size=(B, T, H)).astype("float32")

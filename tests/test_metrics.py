@@ -6,8 +6,13 @@ import random
 
 import pytest
 
-from tfbert.evaluation import (Entity, classification_metrics, entity_metrics, entity_spans,
-                               get_entities)
+from tfbert.evaluation import (
+    Entity,
+    classification_metrics,
+    entity_metrics,
+    entity_spans,
+    get_entities,
+)
 
 
 def test_classification_metrics_hand_computed():

@@ -112,6 +112,7 @@ def test_pretrainer(tmp_path):
     config = tiny_config()
     model = BertPretrainer(BertEncoder(config))
     features = make_features(config, batch_size=4, max_predictions=3)
+    # The one XLA-compiled train step of the suite (mixed precision trains in a plain graph).
     metrics = check_model(model, features, tmp_path, compile_kwargs={"jit_compile": True})
     assert set(metrics) == {"loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy",
                             "next_sentence_accuracy"}
@@ -142,7 +143,7 @@ def test_pretraining_loss_values_and_label_sources():
     labels ride in the feature dict or come as a (features, labels) pair."""
     config = tiny_config()
     model = BertPretrainer(BertEncoder(config))
-    model.compile(optimizer="adam")
+    model.compile(optimizer=keras.optimizers.SGD(0.01), jit_compile=False)
     features = make_features(config, batch_size=4, max_predictions=3, seed=3)
     expected = _expected_pretraining_metrics(model.predict(features, verbose=0), features)
     got = model.evaluate(features, batch_size=4, verbose=0, return_dict=True)
@@ -171,7 +172,7 @@ def test_classifier(tmp_path, head_hidden_layers):
     features = make_features(config)
     labels = np.array([0, 2, 1, 2], "int32")
     if head_hidden_layers:
-        metrics = check_model(model, features, tmp_path, labels=labels)
+        metrics = check_model(model, features, tmp_path, labels=labels, jit=False)
         assert set(metrics) == {"loss", "accuracy"}
     logits = model(features)
     assert tuple(logits.shape) == (4, 3) and logits.dtype == "float32"
@@ -238,7 +239,7 @@ def test_from_pretrained_delegates_to_checkpoints(monkeypatch):
 
 def test_mixed_bfloat16():
     """Variables, LayerNorm outputs (the residual stream), softmax and logits stay float32 while
-    the matmuls run in bfloat16; one XLA fit step trains."""
+    the matmuls run in bfloat16; a fit step trains."""
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
         config = tiny_config()
@@ -253,13 +254,15 @@ def test_mixed_bfloat16():
     assert block.attention_layer_norm.compute_dtype == "float32"
     assert block.attention._softmax.compute_dtype == "float32"
     features = make_features(config, max_predictions=3)
-    out = encoder(features)
-    assert out["sequence_output"].dtype == "float32"
-    assert {t.dtype for t in out["encoder_outputs"]} == {"float32"}
-    assert {t.dtype for t in out["attention_probs"]} == {"float32"}
-    assert out["pooled_output"].dtype == "bfloat16"
-    np.testing.assert_allclose(np.asarray(out["attention_probs"][0]).sum(-1), 1.0, atol=1e-5)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=True)
+    out = tf.nest.map_structure(lambda t: keras.backend.standardize_dtype(t.dtype),
+                                encoder(features))
+    assert out["sequence_output"] == "float32"
+    assert set(out["encoder_outputs"]) == {"float32"}
+    assert set(out["attention_probs"]) == {"float32"}
+    assert out["pooled_output"] == "bfloat16"
+    probs = encoder(features)["attention_probs"][0]
+    np.testing.assert_allclose(np.asarray(probs).sum(-1), 1.0, atol=1e-5)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), jit_compile=False)
     before = np.array(encoder.transformer_layers[0].intermediate_dense.kernel)
     history = model.fit(features, batch_size=4, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])

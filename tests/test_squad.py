@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import numpy as np
@@ -270,3 +271,113 @@ def test_decoding_checks_shapes():
     features, _ = qa_data.make_features([ex], [_char_tokens("AB")], 8, 2, 2, CLS, SEP, PAD)
     with pytest.raises(ValueError, match="1 features but 2 start"):
         qa_task.postprocess_predictions([ex], features, np.zeros((2, 8)), np.zeros((2, 8)))
+
+
+# --- run_squad end to end --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_config(tmp_path_factory, chinese_vocab_file) -> str:
+    from tfbert.config import BertConfig
+
+    vocab_size = len(open(chinese_vocab_file, encoding="utf-8").read().split("\n")) - 1
+    path = tmp_path_factory.mktemp("tiny") / "bert_config.json"
+    BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+               intermediate_size=64, max_position_embeddings=64).to_json_file(str(path))
+    return str(path)
+
+
+def _tiny_run(output_dir, config_file, vocab_file, **overrides):
+    values = dict(output_dir=str(output_dir), bert_config_file=config_file,
+                  vocab_file=vocab_file, max_seq_length=64, doc_stride=24, max_query_length=24,
+                  max_train_examples=64, max_eval_examples=24, num_train_epochs=1,
+                  train_batch_size=16, eval_batch_size=32, learning_rate=1e-3, verbose=0)
+    values.update(overrides)
+    return qa_task.SquadConfig(**values)
+
+
+def test_run_squad_builtin_end_to_end_and_reload(tmp_path, tiny_bert_config, chinese_vocab_file):
+    out = tmp_path / "qa"
+    results = qa_task.run_squad(_tiny_run(out, tiny_bert_config, chinese_vocab_file))
+    for split in ("dev", "test"):
+        assert results[split]["scoring"] == "cmrc2018" and results[split]["total"] == 24
+        assert 0.0 <= results[split]["exact_match"] <= results[split]["f1"] <= 100.0
+    assert results["data"]["train"]["examples"] == 64
+    assert results["data"]["dev"]["features"] > 24  # long paragraphs give several windows
+    assert results["train"]["num_train_steps"] == math.ceil(
+        results["data"]["train"]["features"] / 16)
+    saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert saved["test"]["f1"] == pytest.approx(results["test"]["f1"])
+
+    predictions = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
+    test = qa_data.read_squad_json(str(out / "data" / "test.json")).examples[:24]
+    assert list(predictions) == [ex.qas_id for ex in test]
+    for ex in test:  # answers are cut from the original context
+        assert predictions[ex.qas_id] in ex.context
+    nbest = json.loads((out / "test_nbest_predictions.json").read_text(encoding="utf-8"))
+    first = nbest[test[0].qas_id][0]
+    assert test[0].context[first["start_char"]:first["end_char"]] == first["text"]
+    # The metrics in results.json are the official ones on predictions.json.
+    from tfbert.evaluation.squad import evaluate
+
+    assert evaluate(qa_data.gold_answers(test), predictions)["f1"] == pytest.approx(
+        results["test"]["f1"])
+
+    from tfbert import checkpoints
+
+    metadata = checkpoints.read_metadata(str(out / "model"))
+    assert {k: metadata[k] for k in ("task", "max_seq_length", "max_query_length", "doc_stride",
+                                     "max_answer_length", "version_2_with_negative")} == {
+        "task": "qa", "max_seq_length": 64, "max_query_length": 24, "doc_stride": 24,
+        "max_answer_length": 30, "version_2_with_negative": False}
+    # Eval/predict only, from the saved model: the same predictions.
+    again = qa_task.run_squad(_tiny_run(tmp_path / "again", None, None, do_train=False,
+                                        init_checkpoint=str(out / "model")))
+    assert again["test"] == results["test"]
+    assert json.loads((tmp_path / "again" / "predictions.json").read_text("utf-8")) == predictions
+
+
+def test_run_squad_cli_v2(tmp_path, tiny_bert_config, chinese_vocab_file):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "qa_v2"
+    cmd = [sys.executable, os.path.join(root, "run_squad.py"), f"--output_dir={out}",
+           f"--bert_config_file={tiny_bert_config}", f"--vocab_file={chinese_vocab_file}",
+           "--version_2_with_negative", "--max_seq_length=64", "--doc_stride=32",
+           "--max_query_length=24", "--max_train_examples=32", "--max_eval_examples=16",
+           "--num_train_epochs=1", "--train_batch_size=16", "--learning_rate=1e-3",
+           "--nodo_predict"]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    dev = results["dev"]
+    assert dev["total"] == 16 and dev["HasAns_total"] + dev["NoAns_total"] == 16
+    assert {"best_f1", "best_f1_threshold", "exact_match", "f1"} <= set(dev)
+    assert "test" not in results and results["predictions_split"] == "dev"
+    null_odds = json.loads((out / "dev_null_odds.json").read_text(encoding="utf-8"))
+    predictions = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
+    assert set(null_odds) == set(predictions) and len(predictions) == 16
+    for qid, odds in null_odds.items():  # "" exactly where null odds pass the threshold 0
+        assert (predictions[qid] == "") == (odds > 0.0)
+
+
+def test_run_squad_bad_answer_error_names_the_question(tmp_path, tiny_bert_config,
+                                                      chinese_vocab_file):
+    path = _squad_file(tmp_path, [{"id": "bad-1", "question": "谁？",
+                                   "answers": [{"text": "江泽民", "answer_start": 0}]}],
+                       context="新华社记者兰红光摄")
+    config = _tiny_run(tmp_path / "out", tiny_bert_config, chinese_vocab_file, train_file=path,
+                       dev_file=path, do_predict=False, on_bad_answer="error")
+    with pytest.raises(ValueError, match="bad-1.*does not occur in the context"):
+        qa_task.run_squad(config)
+
+
+def test_squad_config_validates():
+    with pytest.raises(ValueError, match="max_seq_length \\(64\\) must be greater"):
+        qa_task.SquadConfig(output_dir="x", max_seq_length=64, max_query_length=61)
+    with pytest.raises(ValueError, match="on_bad_answer"):
+        qa_task.SquadConfig(output_dir="x", on_bad_answer="ignore")

@@ -174,7 +174,7 @@ def write_google(checkpoint: Checkpoint, directory: str) -> str:
 
 
 def _write_config(config: BertConfig, path: str) -> None:
-    exact = config.hidden_act != "gelu" and config.layer_norm_eps == 1e-12
+    expressible = config.hidden_act != "gelu" and config.layer_norm_eps == 1e-12
     # Google's "gelu" is the tanh form: the nearest thing it can run for exact GELU.
     nearest = config if config.hidden_act != "gelu" else dataclasses.replace(
         config, hidden_act="gelu_tanh")
@@ -182,10 +182,10 @@ def _write_config(config: BertConfig, path: str) -> None:
     with open(path, encoding="utf-8") as f:
         values = json.load(f)
     values["do_lower_case"] = config.lower_case
-    if not exact:
-        logger.warning("bert_config.json cannot express hidden_act=%r / layer_norm_eps=%g; "
-                       "Google's code would run this model with tanh GELU and eps 1e-12. "
-                       "tfbert reads the exact config from the tfbert_config entry.",
+    if not expressible:
+        logger.warning("bert_config.json cannot express hidden_act=%r with layer_norm_eps=%g "
+                       "(Google's code runs \"gelu\" as the tanh form, with epsilon 1e-12); "
+                       "tfbert reads the exact config from the tfbert_config entry",
                        config.hidden_act, config.layer_norm_eps)
         values["tfbert_config"] = config.to_dict()
     with open(path, "w", encoding="utf-8") as f:

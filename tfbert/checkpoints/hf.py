@@ -17,7 +17,7 @@ import numpy as np
 
 from tfbert.checkpoints import names
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, as_float32
-from tfbert.config import BertConfig
+from tfbert.config import BertConfig, _from_hf
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +85,20 @@ def read_lower_case(path: str, values: dict[str, Any]) -> bool | None:
 def read_config(path: str) -> BertConfig:
     """config.json (+ tokenizer_config.json's do_lower_case) as a BertConfig."""
     config_file = os.path.join(path, CONFIG_FILE)
-    config = BertConfig.from_json_file(config_file)
     with open(config_file, encoding="utf-8") as f:
-        values = json.load(f)
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise CheckpointError(f"{config_file}: not valid JSON ({e})") from None
+    if isinstance(values, dict) and "model_type" not in values:
+        # pytorch-pretrained-bert's config.json has no model_type, and its "gelu" is the exact
+        # erf form like transformers'; BertConfig.from_json_file would read it as Google's.
+        try:
+            config = BertConfig(**_from_hf({**values, "model_type": "bert"}))
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{config_file}: {e}") from None
+    else:
+        config = BertConfig.from_json_file(config_file)
     lower_case = read_lower_case(path, values)
     if lower_case is not None:
         config.lower_case = lower_case

@@ -129,6 +129,7 @@ def write_backbone(checkpoint: Checkpoint) -> Any:
     import keras_hub
 
     config = checkpoint.config
+    checkpoint.check()
     if config.hidden_act != "gelu_tanh" or config.layer_norm_eps != 1e-12:
         raise CheckpointError(
             f"{checkpoint.source}: keras-hub's BertBackbone computes tanh GELU with LayerNorm "
@@ -140,11 +141,8 @@ def write_backbone(checkpoint: Checkpoint) -> Any:
         intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
         max_sequence_length=config.max_position_embeddings,
         num_segments=config.type_vocab_size)
-    checkpoint.check()
-    source = checkpoint.weights
-    n, d = config.num_attention_heads, config.head_size
-    w = lambda name: source[name]  # noqa: E731
-    h = config.hidden_size
+    w = checkpoint.weights.__getitem__
+    h, n, d = config.hidden_size, config.num_attention_heads, config.head_size
     backbone.get_layer("token_embedding").embeddings.assign(w("embeddings.word_embeddings.weight"))
     backbone.get_layer("position_embedding").position_embeddings.assign(
         w("embeddings.position_embeddings.weight"))

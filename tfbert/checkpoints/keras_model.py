@@ -179,9 +179,9 @@ def build_and_load(cls: type, checkpoint: Checkpoint, strict: bool = True,
     head_config.pop("name", None)
     model = cls(encoder, **{**head_config, **kwargs})
     if _is_pretrainer(model):
+        heads = pretraining_variables(model)
         for entries, what in ((names.mlm_entries(), "masked-LM"),
                               (names.nsp_entries(), "next-sentence")):
-            heads = pretraining_variables(model)
             part = {e.canonical: heads[e.canonical] for e in entries}
             if all(k in checkpoint.weights for k in part):
                 assign(part, checkpoint.weights, checkpoint.source)

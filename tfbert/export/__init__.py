@@ -1,0 +1,146 @@
+"""Export: SavedModel for TF Serving (raw text in), serving-op check, TFLite.
+
+    python -m tfbert.export --model_dir=DIR --export_dir=saved_models/NAME/1 \
+        [--tflite=float32,float16,int8]
+    python -m tfbert.export.check_serving saved_models/NAME/1
+
+Library entry point: `export_model(model_dir, export_dir, tflite=(...)) -> dict`.
+Modules: `saved_model` (signatures), `check_serving` (ops vs TF Serving releases),
+`tflite` (ids-in and text-in .tflite files), `tf_text_ops` / `tf_core_ops` (op registries of
+the TF Serving releases, measured). Heavy imports happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["export_model", "load_for_export"]
+
+_TASK_OF_CLASS = {"BertClassifier": "classification", "BertTokenClassifier": "ner",
+                  "BertSpanLabeler": "qa", "BertEncoder": "encoder", "BertPretrainer": "encoder"}
+
+
+def load_for_export(model_dir: str, max_seq_length: int | None = None,
+                    pair: bool | None = None) -> tuple[Any, str, Any, dict[str, Any]]:
+    """Loads a model directory and works out what its export looks like.
+
+    Args:
+        model_dir: str. A tfbert directory from save_pretrained (fine-tuned run_classifier /
+            run_ner / run_squad output, or a pretrained model), or any checkpoint
+            `tfbert.from_pretrained` reads (exported as an encoder). Must hold vocab.txt.
+        max_seq_length: int or None. Overrides the saved max_seq_length (needed for encoders
+            saved without one; default then 128).
+        pair: bool or None. Classification: sentence-pair model (`text_b` input). None reads
+            metadata "pair" (default False).
+
+    Returns:
+        (keras model, vocab file, ExportSpec, metadata dict).
+    """
+    from tfbert import checkpoints
+    from tfbert.export.saved_model import ExportSpec
+
+    vocab_file = os.path.join(model_dir, "vocab.txt")
+    if not os.path.isfile(vocab_file):
+        raise FileNotFoundError(f"{model_dir}: no vocab.txt; the export puts the tokenizer in "
+                                "the graph and needs the model's vocab")
+    fmt = checkpoints.detect_format(model_dir)
+    if fmt == "tfbert":
+        metadata = checkpoints.read_metadata(model_dir)
+        model = checkpoints.load_model(model_dir)
+    else:
+        metadata = {}
+        model = checkpoints.from_pretrained(model_dir)
+    class_name = type(model).__name__
+    if class_name not in _TASK_OF_CLASS:
+        raise ValueError(f"{model_dir}: cannot export a {class_name}; expected one of "
+                         f"{sorted(_TASK_OF_CLASS)}")
+    task = _TASK_OF_CLASS[class_name]
+    if class_name == "BertPretrainer":
+        model = model.encoder
+    if metadata.get("task") not in (None, task):
+        raise ValueError(f"{model_dir}: tfbert.json says task {metadata['task']!r} but the model "
+                         f"is a {class_name} ({task})")
+    encoder_config = (model if task == "encoder" else model.encoder).config
+    seq_length = max_seq_length or metadata.get("max_seq_length")
+    if seq_length is None:
+        seq_length = min(128, encoder_config.max_position_embeddings)
+        logger.warning("%s has no max_seq_length in tfbert.json; exporting with %d",
+                       model_dir, seq_length)
+    if seq_length > encoder_config.max_position_embeddings:
+        raise ValueError(f"max_seq_length {seq_length} exceeds the model's "
+                         f"max_position_embeddings {encoder_config.max_position_embeddings}")
+    labels = metadata.get("labels")
+    if task == "classification" and not labels:
+        labels = [str(i) for i in range(model.num_classes)]
+    if task in ("classification", "ner") and len(labels) != model.num_classes:
+        raise ValueError(f"{model_dir}: {len(labels)} labels in tfbert.json for a model with "
+                         f"{model.num_classes} classes")
+    lower_case = metadata.get("lower_case", encoder_config.lower_case)
+    qa = {k: metadata[k] for k in ("max_query_length", "max_answer_length", "n_best_size",
+                                   "version_2_with_negative", "null_score_diff_threshold")
+          if k in metadata and task == "qa"}
+    spec = ExportSpec(task=task, seq_length=int(seq_length), labels=labels,
+                      pair=bool(metadata.get("pair", False) if pair is None else pair)
+                      and task == "classification",
+                      lower_case=bool(lower_case), **qa)
+    return model, vocab_file, spec, metadata
+
+
+def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
+                 tflite_dir: str | None = None, text_tflite: bool = True,
+                 max_seq_length: int | None = None, pair: bool | None = None,
+                 check: bool = True) -> dict[str, Any]:
+    """Exports a model directory as a TF Serving SavedModel (and optionally TFLite files).
+
+    Args:
+        model_dir: str. See `load_for_export`.
+        export_dir: str. saved_models/NAME/VERSION; replaced if it exists.
+        tflite: sequence of "float32", "float16", "int8". TFLite files to write (none: skip).
+        tflite_dir: str or None. Where .tflite files go; default saved_models/NAME/tflite
+            (beside the version directories, which TF Serving ignores).
+        text_tflite: bool. Also write text-in TFLite models.
+        max_seq_length: int or None. Overrides the saved max_seq_length.
+        pair: bool or None. Classification on sentence pairs; None reads the metadata.
+        check: bool. Run the TF Serving op check on the written SavedModel.
+
+    Returns:
+        {"export_dir", "task", "max_seq_length", "signatures": {name: {"inputs", "outputs"}},
+         "serving_check": {"ok", "non_core_ops", "problems", "report"} (when check),
+         "tflite": {file name: {"path", "bytes", "latency_ms", ...}} (when tflite)}.
+
+    Example:
+    >>> export_model("output/sentiment/model", "saved_models/sentiment/1",
+    ...              tflite=("float32", "int8"))  # doctest: +SKIP
+    """
+    from tfbert.export.saved_model import export_saved_model, signature_summary
+
+    model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair)
+    module = export_saved_model(model, export_dir, vocab_file, spec,
+                                metadata={"source": os.path.abspath(model_dir)})
+    result: dict[str, Any] = {
+        "export_dir": export_dir, "task": spec.task, "max_seq_length": spec.seq_length,
+        "signatures": signature_summary({
+            "serving_default": module.serve_text.get_concrete_function(),
+            "serve_ids": module.serve_ids.get_concrete_function()})}
+    if check:
+        from tfbert.export.check_serving import check_saved_model
+
+        report = check_saved_model(export_dir)
+        result["serving_check"] = {"ok": report.ok, "non_core_ops": report.non_core_ops,
+                                   "problems": report.problems, "warnings": report.warnings,
+                                   "report": report.format()}
+        if not report.ok:
+            logger.warning("TF Serving check failed:\n%s", report.format())
+    if tflite:
+        from tfbert.export.tflite import export_tflite
+
+        if tflite_dir is None:
+            tflite_dir = os.path.join(os.path.dirname(os.path.normpath(export_dir)), "tflite")
+        result["tflite"] = export_tflite(model, spec, vocab_file, tflite_dir, tuple(tflite),
+                                         text_model=text_tflite)
+    return result

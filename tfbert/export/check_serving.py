@@ -5,7 +5,12 @@ release it bundles (2.12.1 in TF Serving 2.12-2.19, 2.20.0 in 2.20). This module
 SavedModel's graphs and functions use, lists the ones that are not core TensorFlow ops, and says
 per TF Serving version whether the model server provides them. It also checks the core ops
 against the recorded registries of TF 2.12.1 / 2.20.0 (names and attribute names), so an op or a
-non-default attribute newer than the serving release is caught before deployment.
+non-default attribute newer than the serving release is caught before deployment. A missing op
+fails the check; an unknown attribute is a warning, because TensorFlow 2.12 and later load such
+nodes and ignore the attribute (they log "NodeDef mentions attribute ... which is not in the op
+definition ... Unknown attributes will be ignored"; checked by loading an export in TF 2.12.1).
+Ignoring is harmless for informational attributes such as VarHandleOp's `debug_name` (set on
+every variable by TF >= 2.13), but could change the meaning of others, so they are listed.
 
     python -m tfbert.export.check_serving saved_models/NAME/1 [--serving_versions=2.12,2.20]
 
@@ -42,6 +47,7 @@ class ServingReport:
         non_core_ops: list. Ops that are not core TensorFlow ops, sorted.
         availability: dict. {serving version: {non-core op: True/False}}.
         problems: dict. {serving version: [human-readable problem, ...]}; empty lists mean OK.
+        warnings: dict. {serving version: [attributes that release ignores, ...]}.
     """
 
     export_dir: str
@@ -49,6 +55,7 @@ class ServingReport:
     non_core_ops: list[str]
     availability: dict[str, dict[str, bool]]
     problems: dict[str, list[str]]
+    warnings: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -72,6 +79,8 @@ class ServingReport:
                                  f"{'yes' if table[op] else 'NO'}")
                 lines.append(f"  {op} [{kind}, {self.op_counts[op]} nodes] " + "; ".join(cells))
         for version, problems in self.problems.items():
+            for warning in self.warnings.get(version, []):
+                lines.append(f"TF Serving {version}: warning: {warning}")
             if problems:
                 lines.append(f"TF Serving {version}: FAIL")
                 lines.extend(f"  - {p}" for p in problems)
@@ -152,12 +161,13 @@ def check_saved_model(export_dir: str,
 
     availability: dict[str, dict[str, bool]] = {}
     problems: dict[str, list[str]] = {}
+    warnings: dict[str, list[str]] = {}
     for version in serving_versions:
         text_release = tf_text_release_for_serving(version)
         core_release = _core_release_for_serving(version)
         text_ops, core_ops = TF_TEXT_OPS[text_release], CORE_OPS[core_release]
         availability[version] = {op: op in text_ops for op in non_core}
-        found = []
+        found, ignored = [], []
         for op in sorted(op_counts):
             if op in non_core:
                 if op not in text_ops:
@@ -171,11 +181,12 @@ def check_saved_model(export_dir: str,
             elif op in CHANGED_ATTRS and core_release in CHANGED_ATTRS[op]:
                 extra = sorted(node_attrs[op] - set(CHANGED_ATTRS[op][core_release]))
                 if extra:
-                    found.append(f"op {op} sets attribute(s) {extra} that TF {core_release} "
-                                 f"does not define (TF Serving {version})")
+                    ignored.append(f"{op} sets attribute(s) {extra} that TF {core_release} does "
+                                   "not define; it loads and ignores them")
         problems[version] = found
+        warnings[version] = ignored
     return ServingReport(os.fspath(export_dir), dict(op_counts), non_core, availability,
-                         problems)
+                         problems, warnings)
 
 
 def main(argv: list[str] | None = None) -> int:

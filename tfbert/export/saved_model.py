@@ -388,6 +388,14 @@ def _substr(text: tf.Tensor, start: tf.Tensor, end: tf.Tensor) -> tf.Tensor:
 # --- export ----------------------------------------------------------------------------------
 
 
+def signature_summary(signatures: dict[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """{signature: {"inputs": names, "outputs": names}} of concrete functions."""
+    return {name: {"inputs": sorted(s.name for s in tf.nest.flatten(f.structured_input_signature)
+                                    if s is not None),
+                   "outputs": sorted(f.structured_outputs)}
+            for name, f in signatures.items()}
+
+
 def export_saved_model(model: Any, export_dir: str, vocab_file: str, spec: ExportSpec,
                        metadata: dict[str, Any] | None = None) -> BertServingModule:
     """Writes a TF Serving SavedModel with `serving_default` (text in) and `serve_ids`.
@@ -415,9 +423,7 @@ def export_saved_model(model: Any, export_dir: str, vocab_file: str, spec: Expor
     extra = os.path.join(export_dir, "assets.extra")
     os.makedirs(extra, exist_ok=True)
     record = {**dataclasses.asdict(spec), **(metadata or {}),
-              "signatures": {name: {"inputs": sorted(f.structured_input_signature[1]),
-                                    "outputs": sorted(f.structured_outputs)}
-                             for name, f in signatures.items()}}
+              "signatures": signature_summary(signatures)}
     with open(os.path.join(extra, "tfbert_export.json"), "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2, ensure_ascii=False, sort_keys=True)
     logger.info("wrote SavedModel %s (task %s, max_seq_length %d)", export_dir, spec.task,

@@ -157,8 +157,7 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             config=config.finetune_config(config.best_metric),
             evaluate_fn=(lambda m: score(dev)) if dev else None,
-            steps_per_epoch=math.ceil(len(train) / config.micro_batch_size),
-            callbacks=config.callbacks())
+            steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
         results["train"] = {"num_examples": len(train), "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
                             "history": outcome.history}

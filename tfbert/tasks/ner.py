@@ -138,8 +138,7 @@ def run_ner(config: NerConfig) -> dict[str, Any]:
                 from_logits=True, reduction="mean_with_sample_weight"),
             config=config.finetune_config("f1"),
             evaluate_fn=(lambda m: score("dev")[0]) if dev else None,
-            steps_per_epoch=math.ceil(len(train) / config.micro_batch_size),
-            callbacks=config.callbacks())
+            steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
         results["train"] = {"num_examples": len(train), "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
                             "history": outcome.history}

@@ -248,8 +248,9 @@ def load_data(config: SquadConfig) -> dict[str, Any]:
                                          config.version_2_with_negative)
         logger.info("built-in People's Daily QA set written to %s",
                     os.path.dirname(paths["train"]))
-    needed = {"train": config.do_train, "dev": config.do_train or config.do_eval,
-              "test": config.do_predict}
+    needed = {"train": config.do_train, "test": config.do_predict,
+              "dev": (config.do_train or config.do_eval
+                      or (config.do_predict and not paths["test"]))}
     splits: dict[str, Any] = {}
     for split, path in paths.items():
         if not (needed[split] and path):
@@ -388,8 +389,7 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
             model, train_ds, loss={"start_logits": span_loss, "end_logits": span_loss},
             config=config.finetune_config("f1"),
             evaluate_fn=(lambda m: score("dev")[0]) if splits["dev"] else None,
-            steps_per_epoch=math.ceil(len(features["train"]) / config.micro_batch_size),
-            callbacks=config.callbacks())
+            steps_per_epoch=math.ceil(len(features["train"]) / config.micro_batch_size))
         results["train"] = {"num_examples": len(splits["train"].examples),
                             "num_features": len(features["train"]),
                             "best_epoch": outcome.best_epoch,

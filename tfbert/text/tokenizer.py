@@ -231,11 +231,11 @@ class BertTokenizer(keras.layers.Layer):
         if not with_offsets:
             return out[0], None, None
         ids, first, last = out
-        first_start, last_start = tf.gather(chars["start"], first), tf.gather(chars["start"], last)
-        first_end, last_end = tf.gather(chars["end"], first), tf.gather(chars["end"], last)
+        src, src_end = chars["src"], chars["src_end"]
+        text_start = tf.gather(chars["text_start"], ids.value_rowids())  # [P]
         # Canonical reordering can move a mark past another; keep every span ordered.
-        starts = tf.minimum(first_start, last_start)
-        ends = tf.maximum(first_end, last_end)
+        starts = tf.minimum(tf.gather(src, first), tf.gather(src, last)) - text_start
+        ends = tf.maximum(tf.gather(src_end, first), tf.gather(src_end, last)) - text_start
         return ids, ids.with_flat_values(starts), ids.with_flat_values(ends)
 
     def _by_texts(self, chars: dict, batch_size: tf.Tensor, with_offsets: bool) -> tuple:
@@ -283,56 +283,56 @@ class BertTokenizer(keras.layers.Layer):
 
         Returns:
             A dict of [K] tensors: `cp` (int32 normalized code points), `row` (int64 text index),
-            `start`/`end` (int64 span of the source characters in their text), `space`
-            (separator), `word_start` (first character of a word); and `unsafe` (bool scalar:
-            the batch needs the word-by-word path).
+            `src`/`src_end` (int64 span of the source code points, as indices into all N),
+            `space` (separator), `word_start` (first character of a word); `text_start` [B]
+            (index of each text's first code point in N) and `unsafe` (bool scalar: the batch
+            needs the word-by-word path).
         """
         chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
                                           replacement_char=0xFFFD)  # [B, (N)]
         cps = chars.flat_values  # [N] int32
         char_row = chars.value_rowids()  # [N] int64
         info = _lookup(self._info_index, self._info_blocks, cps)  # [N]
-        keep = tf.equal(_bits(info, _DROP), 0)
+        dropped = tf.not_equal(_bits(info, _DROP), 0)
         if self.lower_case:
-            needs_nfd = tf.reduce_any(keep & tf.not_equal(_bits(info, _NFD_WORK), 0))
-            kept = tf.where(keep)[:, 0]
-            src, cp, cp_info = tf.cond(
+            needs_nfd = tf.reduce_any(~dropped & tf.not_equal(_bits(info, _NFD_WORK), 0))
+            src, cp, cp_info, row = tf.cond(
                 needs_nfd,
-                lambda: self._nfd_strip_marks(cps, info, keep, char_row),
-                lambda: (kept,) + _select(kept, cps, info))
+                lambda: self._nfd_strip_marks(cps, info, dropped, char_row),
+                lambda: _drop(cps, info, dropped, char_row))
             cp = cp + tf.bitwise.right_shift(cp_info, _LOWER_SHIFT)  # lower-case, char by char
         else:
-            src = tf.where(keep)[:, 0]
-            cp, cp_info = _select(src, cps, info)
-        row = tf.gather(char_row, src)  # [K]
-        start = src - tf.gather(chars.row_starts(), row)  # character index in its text
+            src, cp, cp_info, row = _drop(cps, info, dropped, char_row)
         space = tf.not_equal(_bits(cp_info, _SPACE), 0)
         alone = tf.not_equal(_bits(cp_info, _PUNCT) + _bits(tf.gather(info, src), _CJK), 0)
         boundary = tf.concat([[True], (alone | space)[:-1] | tf.not_equal(row[1:], row[:-1])], 0)
-        chars_out = {"cp": cp, "row": row, "start": start, "end": start + 1, "space": space,
-                     "word_start": ~space & (alone | boundary)}
-        chars_out = _collapse_long_words(chars_out, self._placeholder)
-        chars_out["unsafe"] = tf.reduce_any(tf.not_equal(_bits(cp_info, _UNSAFE), 0))
-        return chars_out
+        out = {"cp": cp, "row": row, "src": src, "space": space,
+               "word_start": ~space & (alone | boundary)}
+        out = _collapse_long_words(out, self._placeholder)
+        out["text_start"] = chars.row_starts()
+        out["unsafe"] = tf.reduce_any(tf.not_equal(_bits(cp_info, _UNSAFE), 0))
+        return out
 
-    def _nfd_strip_marks(self, cps: tf.Tensor, info: tf.Tensor, keep: tf.Tensor,
-                         char_row: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    def _nfd_strip_marks(self, cps: tf.Tensor, info: tf.Tensor, dropped: tf.Tensor,
+                         char_row: tf.Tensor) -> tuple[tf.Tensor, ...]:
         """NFD of the kept characters, then non-spacing marks removed.
 
-        Returns (src [M] index of the source character, cp [M], info of cp [M]).
+        Returns (src [M] index of the source character, cp [M], info of cp [M], row [M]).
         """
         decomp = _lookup(self._decomp_index, self._decomp_blocks, cps)  # [N] start<<3 | length
-        counts = tf.where(keep, tf.where(decomp > 0, _bits(decomp, 7), 1), 0)  # [N]
+        counts = tf.where(dropped, 0, tf.where(decomp > 0, _bits(decomp, 7), 1))  # [N]
         src = tf.repeat(tf.range(tf.size(cps, out_type=tf.int64)), counts)  # [M]
         first_out = tf.cumsum(tf.cast(counts, tf.int64), exclusive=True)  # [N]
         k = tf.range(tf.size(src, out_type=tf.int64)) - tf.gather(first_out, src)  # [M]
         src_decomp = tf.gather(decomp, src)
         decomposed = src_decomp > 0
-        at = tf.where(decomposed, tf.cast(tf.bitwise.right_shift(src_decomp, 3), tf.int64) + k, 0)
+        at = tf.where(decomposed, tf.cast(tf.bitwise.right_shift(src_decomp, 3), tf.int64) + k,
+                      tf.constant(0, tf.int64))
         cp = tf.where(decomposed, tf.gather(self._decomp_values, at), tf.gather(cps, src))
         cp_info = _lookup(self._info_index, self._info_blocks, cp)
-        src, cp, cp_info = _canonical_order(src, cp, cp_info, tf.gather(char_row, src))
-        return _select(tf.where(tf.equal(_bits(cp_info, _MARK), 0))[:, 0], src, cp, cp_info)
+        row = tf.gather(char_row, src)
+        src, cp, cp_info = _canonical_order(src, cp, cp_info, row)
+        return _select(tf.where(tf.equal(_bits(cp_info, _MARK), 0))[:, 0], src, cp, cp_info, row)
 
 
 def _fast_wordpiece(tokens: list[str], split_words: bool) -> tf_text.FastWordpieceTokenizer:
@@ -398,25 +398,43 @@ def _piece_chars(char_bytes: tf.Tensor, base: tf.Tensor, byte_starts: tf.RaggedT
             tf.searchsorted(char_bytes, last, side="right", out_type=tf.int64) - 1)
 
 
+def _drop(cps: tf.Tensor, info: tf.Tensor, dropped: tf.Tensor,
+          char_row: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    """(src, cp, info, row) of the characters cleaning keeps (all of them, most batches)."""
+    def select() -> tuple[tf.Tensor, ...]:
+        src = tf.where(~dropped)[:, 0]
+        return (src,) + _select(src, cps, info, char_row)
+
+    every = lambda: (tf.range(tf.size(cps, out_type=tf.int64)), cps, info, char_row)
+    return tf.cond(tf.reduce_any(dropped), select, every)
+
+
 def _collapse_long_words(chars: dict, placeholder: int) -> dict:
-    """A word of more than 100 characters becomes one placeholder character (not in the vocab,
-    so WordPiece gives [UNK]) whose span covers the word."""
+    """Adds `src_end`; a word of more than 100 characters becomes one placeholder character (not
+    in the vocab, so WordPiece gives [UNK]) whose source span covers the word."""
     word_start, space = chars["word_start"], chars["space"]
-    word = tf.cumsum(tf.cast(word_start, tf.int64)) - 1  # [K] (-1 before the first word)
-    num_words = tf.reduce_sum(tf.cast(word_start, tf.int64))
-    length = tf.math.unsorted_segment_sum(tf.cast(~space, tf.int64), word, num_words)  # [W]
+    # A word is too long iff some character has 100 more after it before the next break.
+    breaks = tf.cumsum(tf.cast(word_start | space, tf.int32))  # [K]
+    any_long = tf.reduce_any(
+        tf.equal(breaks[MAX_CHARS_PER_WORD:], breaks[:-MAX_CHARS_PER_WORD])
+        & ~space[:-MAX_CHARS_PER_WORD])
 
     def collapse() -> dict:
+        word = tf.cumsum(tf.cast(word_start, tf.int64)) - 1  # [K] word of each character
+        word = tf.where(space, tf.constant(-1, tf.int64), word)  # -1: not in a word
+        num_words = tf.reduce_sum(tf.cast(word_start, tf.int64))
+        length = tf.math.unsorted_segment_sum(tf.ones_like(word), word, num_words)  # [W]
         in_long = ~space & tf.gather(length > MAX_CHARS_PER_WORD, tf.maximum(word, 0))
-        word_end = tf.math.unsorted_segment_max(chars["end"], word, num_words)
+        word_end = tf.math.unsorted_segment_max(chars["src"], word, num_words) + 1
         head = in_long & word_start
         out = dict(chars)
         out["cp"] = tf.where(head, placeholder, chars["cp"])
-        out["end"] = tf.where(head, tf.gather(word_end, tf.maximum(word, 0)), chars["end"])
+        out["src_end"] = tf.where(head, tf.gather(word_end, tf.maximum(word, 0)),
+                                  chars["src"] + 1)
         keep = tf.where(~in_long | head)[:, 0]
         return {name: tf.gather(value, keep) for name, value in out.items()}
 
-    return tf.cond(tf.reduce_any(length > MAX_CHARS_PER_WORD), collapse, lambda: dict(chars))
+    return tf.cond(any_long, collapse, lambda: dict(chars, src_end=chars["src"] + 1))
 
 
 def _canonical_order(src: tf.Tensor, cp: tf.Tensor, info: tf.Tensor,
@@ -582,4 +600,14 @@ aabe-aabf aac1 aaec-aaed aaf6 abe5 abe8 abed fb1e fe00-fe0f fe20-fe2f 101fd 102e
 _LOWER_CASE_OVERRIDES = """
 1c89>1c8a a7cb>264 a7cc>a7cd a7ce>a7cf a7d2>a7d3 a7d4>a7d5 a7da>a7db a7dc>19b
 10d50-10d65>10d70 11938>11938 16ea0-16eb8>16ebb
+"""
+# Where TF Text's WordPiece splitting (ICU punctuation, Google's CJK ranges) differs from the
+# reference's: a batch holding one of these goes word by word. From TF Text 2.21.1; older ICU
+# versions only split fewer of them.
+_WORDPIECE_SPLITS_DIFFER = """
+61d 9fd a76 c77 c84 166d 1b4e-1b4f 1b7d-1b7f 2e43-2e4f 2e52-2e5d 10d6e 10ead 10f55-10f59
+10f86-10f89 111c9 113d4-113d5 113d7-113d8 1144b-1144f 1145a-1145b 1145d 11660-1166c 116b9
+1183b 11944-11946 119e2 11a3f-11a46 11a9a-11a9c 11a9e-11aa2 11b00-11b09 11be1 11c41-11c45
+11c70-11c71 11ef7-11ef8 11f43-11f4f 11fff 12ff1-12ff2 16d6d-16d6f 16e97-16e9a 16fe2 1e5ff
+1e95e-1e95f 2b820-2b91f
 """

@@ -30,7 +30,7 @@ from typing import Any
 
 import keras
 
-from tfbert.training.callbacks import write_json
+from tfbert.training import callbacks as cb
 from tfbert.training.distribute import STRATEGIES
 from tfbert.training.optimization import OPTIMIZERS, create_optimizer
 
@@ -55,6 +55,10 @@ class FinetuneConfig:
         metric: str. Key of evaluate_fn's result that picks the best epoch.
         higher_is_better: bool. Whether a larger `metric` is better (False for a loss).
         jit_compile: bool. XLA-compile the train step.
+        train_batch_size: int. Examples per optimizer update (for the throughput log).
+        log_dir: str or None. TensorBoard logs: training loss, learning rate and throughput
+            every `log_steps` updates (log_dir/train), the dev metrics every epoch (log_dir/eval).
+        log_steps: int. TensorBoard interval in optimizer updates.
         verbose: int or "auto". Keras fit verbosity (1 shows a progress bar).
     """
 
@@ -68,6 +72,9 @@ class FinetuneConfig:
     metric: str = "accuracy"
     higher_is_better: bool = True
     jit_compile: bool = False
+    train_batch_size: int = 32
+    log_dir: str | None = None
+    log_steps: int = 100
     verbose: int | str = "auto"
 
     def __post_init__(self) -> None:
@@ -135,8 +142,8 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
     """
     steps_per_epoch = steps_per_epoch or _cardinality(train_ds)
     k = config.gradient_accumulation_steps
-    total_batches = max(k, round(config.num_train_epochs * steps_per_epoch))
-    num_train_steps = math.ceil(total_batches / k)  # optimizer updates
+    num_train_steps = max(1, round(config.num_train_epochs * steps_per_epoch / k))  # updates
+    total_batches = num_train_steps * k
     num_warmup_steps = int(config.warmup_proportion * num_train_steps)
     with _scope(model):
         optimizer = create_optimizer(
@@ -148,35 +155,35 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
             variables=model.trainable_variables)
         model.compile(optimizer=optimizer, loss=loss, metrics=list(metrics or []),
                       jit_compile=config.jit_compile)
-    keeper = _KeepBest(evaluate_fn, config.metric, config.higher_is_better, total_batches)
+    progress = cb.TrainingProgress(0, k, config.train_batch_size, stop_at=num_train_steps)
+    keeper = _KeepBest(evaluate_fn, config.metric, config.higher_is_better)
+    logs = ([cb.TensorBoardScalars(progress, config.log_dir, config.log_steps)]
+            if config.log_dir else [])
     logger.info("fine-tuning: %g epochs of %d batches, %d optimizer steps (%d warmup), peak "
                 "learning rate %g", config.num_train_epochs, steps_per_epoch, num_train_steps,
                 num_warmup_steps, config.learning_rate)
     model.fit(train_ds.repeat() if total_batches > steps_per_epoch else train_ds,
               epochs=math.ceil(total_batches / steps_per_epoch), steps_per_epoch=steps_per_epoch,
-              callbacks=[keeper, *callbacks], verbose=config.verbose)
+              callbacks=[progress, keeper, *logs, *callbacks], verbose=config.verbose,
+              shuffle=False)  # the caller's tf.data pipeline shuffles
     keeper.restore(model)
-    return FinetuneResult(keeper.history, keeper.best_epoch, keeper.best_metrics,
-                          math.ceil(keeper.batches / k))
+    return FinetuneResult(keeper.history, keeper.best_epoch, keeper.best_metrics, progress.step)
 
 
 class _KeepBest(keras.callbacks.Callback):
-    """Stops after `total_batches`, scores dev after each epoch, remembers the best weights."""
+    """Scores dev after each epoch and remembers the best weights (in memory).
 
-    def __init__(self, evaluate_fn: EvaluateFn | None, metric: str, higher_is_better: bool,
-                 total_batches: int) -> None:
+    The dev scalars go into the epoch's logs as `val_<name>`, for the callbacks after it.
+    """
+
+    def __init__(self, evaluate_fn: EvaluateFn | None, metric: str, higher_is_better: bool
+                 ) -> None:
         super().__init__()
         self.evaluate_fn, self.metric, self.higher = evaluate_fn, metric, higher_is_better
-        self.total_batches, self.batches = total_batches, 0
         self.history: list[dict[str, Any]] = []
         self.best_epoch, self.best_metrics = 0, {}
         self.best_value: float | None = None
         self.best_weights: list[Any] | None = None
-
-    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self.batches += 1
-        if self.batches >= self.total_batches:
-            self.model.stop_training = True  # a fractional last epoch ends here
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         epoch += 1
@@ -192,7 +199,10 @@ class _KeepBest(keras.callbacks.Callback):
             raise KeyError(f"evaluate_fn returned no {self.metric!r} to pick the best epoch by "
                            f"(it returned {sorted(scores)})")
         value = float(scores[self.metric])
-        record.update({k: v for k, v in scores.items() if isinstance(v, (int, float))})
+        scalars = {k: v for k, v in scores.items() if isinstance(v, (int, float))}
+        record.update(scalars)
+        if logs is not None:
+            logs.update({f"val_{k}": v for k, v in scalars.items()})
         self.history.append(record)
         better = self.best_value is None or (value > self.best_value if self.higher
                                              else value < self.best_value)
@@ -227,7 +237,7 @@ def _cardinality(ds: Any) -> int:
 def write_results(output_dir: str, results: dict[str, Any], name: str = "results.json") -> str:
     """Writes results (e.g. {"dev": {...}, "test": {...}}) as indented JSON; returns the path."""
     path = os.path.join(output_dir, name)
-    write_json(path, results)
+    cb.write_json(path, results)
     logger.info("wrote %s", path)
     return path
 
@@ -260,7 +270,7 @@ class TaskConfig:
         do_train, do_eval, do_predict: bool. Fine-tune; score dev; score/predict test.
         max_train_examples, max_eval_examples: int or None. Use only the first N examples.
         seed: int. Seeds initialisation, dropout and shuffling.
-        log_steps: int. TensorBoard scalar interval in batches (output_dir/logs).
+        log_steps: int. TensorBoard interval in optimizer updates (logs in output_dir/logs).
         mixed_precision: str. "float32", "bfloat16" or "float16".
         jit_compile: bool. XLA-compile the train step.
         distribution_strategy: str. One of tfbert.training.distribute.STRATEGIES.
@@ -326,17 +336,14 @@ class TaskConfig:
                     warmup_proportion=self.warmup_proportion, optimizer=self.optimizer,
                     weight_decay=self.weight_decay,
                     gradient_accumulation_steps=self.gradient_accumulation_steps,
-                    jit_compile=self.jit_compile, verbose=self.verbose)
+                    jit_compile=self.jit_compile, train_batch_size=self.train_batch_size,
+                    log_dir=os.path.join(self.output_dir, "logs"), log_steps=self.log_steps,
+                    verbose=self.verbose)
 
     def finetune_config(self, metric: str, higher_is_better: bool = True) -> FinetuneConfig:
         """The FinetuneConfig of this run, keeping the best dev `metric`."""
         return FinetuneConfig(**self.finetune_kwargs(), metric=metric,
                               higher_is_better=higher_is_better)
-
-    def callbacks(self) -> list[Any]:
-        """Training callbacks of a run: TensorBoard logs under output_dir/logs."""
-        return [keras.callbacks.TensorBoard(os.path.join(self.output_dir, "logs"),
-                                            update_freq=self.log_steps, write_graph=False)]
 
     def limit(self, examples: Sequence[Any] | None, split: str) -> Any:
         """The first max_train_examples (train) or max_eval_examples (dev/test) examples."""

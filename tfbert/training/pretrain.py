@@ -237,8 +237,30 @@ def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size
                        lower_case=lower_case, directory=directory)
 
 
+def write_pretraining_records(documents: list[list[str]], vocab_file: str, output_file: str,
+                              max_seq_length: int = 128, dupe_factor: int = 1,
+                              num_shards: int = 1, seed: int = 12345, lower_case: bool = True,
+                              whole_word_mask: bool = False) -> tuple[list[str], Any]:
+    """Writes sentence-pair TFRecords (what data_tools/create_pretraining_data.py writes) for
+    in-memory documents of sentences; returns (file paths, tfbert.data.instances.Stats)."""
+    from tfbert.data import instances, records
+
+    spans = instances.bert_word_spans(vocab_file, lower_case=lower_case)
+    options = instances.InstanceOptions(max_seq_length=max_seq_length, dupe_factor=dupe_factor)
+    read = lambda: instances.tokenize_documents(iter(documents), spans,
+                                                whole_word_mask=whole_word_mask)
+    stats = instances.Stats()
+    with records.ShardedWriter(output_file, num_shards) as writer:
+        for inst in instances.create_instances_multi_pass(read, options, seed=seed,
+                                                          stats=stats):
+            writer.write(records.make_example(inst.text_a, inst.text_b,
+                                              inst.next_sentence_label,
+                                              inst.word_starts_a, inst.word_starts_b))
+    return writer.paths, stats
+
+
 def _build_default_data(directory: str, params: dict[str, Any]) -> None:
-    from tfbert.data import corpora, instances, records
+    from tfbert.data import corpora
     from tfbert.text import vocab_builder
 
     started = time.time()
@@ -261,25 +283,18 @@ def _build_default_data(directory: str, params: dict[str, Any]) -> None:
                                        lower_case=params["lower_case"])
     vocab_file = os.path.join(tmp, "vocab.txt")
     vocab_builder.write_vocab(tokens, vocab_file)
-    spans = instances.bert_word_spans(vocab_file, lower_case=params["lower_case"])
-    options = instances.InstanceOptions(max_seq_length=params["max_seq_length"],
-                                        dupe_factor=params["dupe_factor"])
     manifest = {"vocab_size": len(tokens), **params}
-    for name, docs, passes, shards in (("train", train_docs, None, params["num_shards"]),
-                                       ("eval", eval_docs, 1, 1)):
-        read = lambda docs=docs: instances.tokenize_documents(
-            iter(docs), spans, whole_word_mask=params["whole_word_mask"])
-        stats = instances.Stats()
-        with records.ShardedWriter(os.path.join(tmp, f"{name}.tfrecord"), shards) as writer:
-            for inst in instances.create_instances_multi_pass(
-                    read, options, seed=params["seed"] + (name == "eval"), passes=passes,
-                    stats=stats):
-                writer.write(records.make_example(inst.text_a, inst.text_b,
-                                                  inst.next_sentence_label,
-                                                  inst.word_starts_a, inst.word_starts_b))
+    for name, docs, dupe_factor, shards in (
+            ("train", train_docs, params["dupe_factor"], params["num_shards"]),
+            ("eval", eval_docs, 1, 1)):
+        paths, stats = write_pretraining_records(
+            docs, vocab_file, os.path.join(tmp, f"{name}.tfrecord"),
+            max_seq_length=params["max_seq_length"], dupe_factor=dupe_factor,
+            num_shards=shards, seed=params["seed"] + (name == "eval"),
+            lower_case=params["lower_case"], whole_word_mask=params["whole_word_mask"])
         if stats.instances == 0:
             raise ValueError(f"the built-in corpus gave no {name} instances ({stats.summary()})")
-        manifest[name] = [os.path.basename(p) for p in writer.paths]
+        manifest[name] = [os.path.basename(p) for p in paths]
         manifest[f"{name}_instances"] = stats.instances
         logger.info("%s: %s", name, stats.summary())
     cb.write_json(os.path.join(tmp, "manifest.json"), manifest)

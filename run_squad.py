@@ -1,0 +1,89 @@
+r"""Fine-tune BERT for extractive question answering (SQuAD v1.1 / v2.0, CMRC2018) and score it.
+
+With no data file it runs on the built-in QA set: cloze questions about the people, places and
+organisations of People's Daily (Jan 1998), split train/dev/test by a stable hash:
+
+    python run_squad.py --init_checkpoint=output/pretrain_default/model --output_dir=output/qa \
+        --max_seq_length=256
+    python run_squad.py --train_file=train-v1.1.json --dev_file=dev-v1.1.json \
+        --init_checkpoint=uncased_L-12_H-768_A-12 --output_dir=output/squad \
+        --max_seq_length=384 --doc_stride=128 --train_batch_size=32 --learning_rate=3e-5
+    python run_squad.py --train_file=train-v2.0.json --dev_file=dev-v2.0.json \
+        --version_2_with_negative --null_score_diff_threshold=0.0 ...
+    python run_squad.py --train_file=cmrc2018_train.json --dev_file=cmrc2018_dev.json \
+        --init_checkpoint=bert-base-chinese --output_dir=output/cmrc2018
+
+Writes output_dir/results.json ({"dev": {"exact_match", "f1", ...}, "test": {...}}; F1 is
+character-level for Chinese answers, as CMRC2018 scores it), predictions.json (question id ->
+answer text; the test split's, or dev's without a test file), per-split predictions, n-best lists
+and (v2.0) null odds, and the fine-tuned model in output_dir/model (tfbert format). --nodo_train
+with --init_checkpoint=output_dir/model scores or predicts with a fine-tuned model.
+"""
+
+from __future__ import annotations
+
+import json
+
+from absl import app, flags
+
+import common_flags
+from tfbert.tasks.squad import SquadConfig, run_squad
+
+_D = SquadConfig(output_dir="unused")  # the defaults
+
+common_flags.define_model_flags(max_seq_length=_D.max_seq_length)
+common_flags.define_training_flags(
+    train_batch_size=_D.train_batch_size, eval_batch_size=_D.eval_batch_size,
+    learning_rate=_D.learning_rate, optimizer=_D.optimizer, weight_decay=_D.weight_decay,
+    log_steps=_D.log_steps, seed=_D.seed)
+common_flags.define_epoch_flags(num_train_epochs=_D.num_train_epochs,
+                                warmup_proportion=_D.warmup_proportion)
+common_flags.define_runtime_flags(distribution_strategy=_D.distribution_strategy)
+# Data and run-mode flags every fine-tuning script has (candidates for common_flags.py).
+flags.DEFINE_string("train_file", None, "SQuAD-format training JSON (v1.1, v2.0 or CMRC2018). "
+                    "Without any data file: the built-in People's Daily QA set.")
+flags.DEFINE_string("dev_file", None, "SQuAD-format dev JSON, scored after every epoch (the "
+                    "best epoch by F1 is kept).")
+flags.DEFINE_alias("predict_file", "dev_file")  # the name in Google's run_squad.py
+flags.DEFINE_string("test_file", None, "SQuAD-format test JSON (answers optional: predictions "
+                    "only).")
+flags.DEFINE_bool("do_train", _D.do_train, "Fine-tune.")
+flags.DEFINE_bool("do_eval", _D.do_eval, "Score the dev set.")
+flags.DEFINE_bool("do_predict", _D.do_predict, "Predict (and score) the test set, or the dev "
+                  "set when there is no test file.")
+flags.DEFINE_integer("max_train_examples", None, "Use only the first N training questions.",
+                     lower_bound=1)
+flags.DEFINE_integer("max_eval_examples", None, "Use only the first N dev and test questions.",
+                     lower_bound=1)
+# Extractive QA.
+flags.DEFINE_integer("doc_stride", _D.doc_stride, "Word pieces between the starts of "
+                     "consecutive windows over a long context.", lower_bound=1)
+flags.DEFINE_integer("max_query_length", _D.max_query_length, "Question word pieces kept "
+                     "(longer questions are cut).", lower_bound=1)
+flags.DEFINE_integer("max_answer_length", _D.max_answer_length, "Longest answer predicted, in "
+                     "word pieces.", lower_bound=1)
+flags.DEFINE_integer("n_best_size", _D.n_best_size, "Candidate answers per window and in the "
+                     "n-best files.", lower_bound=1)
+flags.DEFINE_bool("version_2_with_negative", _D.version_2_with_negative, "SQuAD v2.0: some "
+                  "questions have no answer (the built-in set then makes a third unanswerable).")
+flags.DEFINE_float("null_score_diff_threshold", _D.null_score_diff_threshold, "v2.0: answer "
+                   "\"\" when the null score beats the best span score by more than this (see "
+                   "best_f1_threshold in results.json).")
+flags.DEFINE_enum("on_bad_answer", _D.on_bad_answer, ["warn", "error"], "An answer whose text "
+                  "is not at its answer_start: warn (move it to the nearest occurrence, or skip "
+                  "it in training; counted in results.json) or error.")
+flags.DEFINE_enum("scoring", _D.scoring, ["auto", "squad", "cmrc2018"], "EM/F1 flavour: SQuAD "
+                  "(English tokens) or CMRC2018 (Chinese characters); auto picks by the answers.")
+flags.mark_flag_as_required("output_dir")
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    results = run_squad(common_flags.config_from_flags(SquadConfig))
+    print(json.dumps({k: results[k] for k in ("dev", "test") if k in results}, indent=2,
+                     ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    app.run(main)

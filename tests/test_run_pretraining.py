@@ -1,0 +1,350 @@
+"""run_pretraining / run_pretraining.py end to end on real Chinese text with a tiny BERT."""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfbert.training import pretrain
+from tfbert.training.pretrain import PretrainConfig, run_pretraining
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            max_position_embeddings=64, hidden_act="gelu", lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory, chinese_vocab_file):
+    """Pretraining records from 400 People's Daily documents (+ 40 held out), a tiny config."""
+    from tfbert.data import corpora
+    from tfbert.text.vocab import load_vocab
+
+    root = tmp_path_factory.mktemp("pretrain_data")
+    docs = [d for d in corpora.people_daily_documents() if len(d) >= 2]
+    train, _ = pretrain.write_pretraining_records(docs[:400], chinese_vocab_file,
+                                                  str(root / "train.tfrecord"),
+                                                  max_seq_length=32, num_shards=2)
+    evaluation, stats = pretrain.write_pretraining_records(docs[400:440], chinese_vocab_file,
+                                                           str(root / "eval.tfrecord"),
+                                                           max_seq_length=32)
+    assert stats.instances >= 16
+    config = dict(TINY, vocab_size=len(load_vocab(chinese_vocab_file)))
+    config_file = root / "bert_config.json"
+    config_file.write_text(json.dumps(config))
+    return {"train": ",".join(train), "eval": evaluation[0], "vocab": chinese_vocab_file,
+            "config": str(config_file), "vocab_size": config["vocab_size"]}
+
+
+def _config(data, output_dir, **overrides) -> PretrainConfig:
+    values = dict(input_file=data["train"], eval_input_file=data["eval"],
+                  vocab_file=data["vocab"], bert_config_file=data["config"],
+                  output_dir=str(output_dir), max_seq_length=32, max_predictions_per_seq=5,
+                  train_batch_size=8, eval_batch_size=8, num_train_steps=40,
+                  num_warmup_steps=4, learning_rate=2e-3, save_checkpoints_steps=20,
+                  max_eval_steps=2, log_steps=10, distribution_strategy="one_device",
+                  verbose=0)
+    values.update(overrides)
+    return PretrainConfig(**values)
+
+
+def _flags(config: PretrainConfig) -> list[str]:
+    skip = {"verbose", "cache_dir", "default_num_shards"}
+    out = []
+    for name, value in vars(config).items():
+        if value is None or name in skip:
+            continue
+        if isinstance(value, bool):
+            out.append(f"--{name}" if value else f"--no{name}")
+        else:
+            out.append(f"--{name}={value}")
+    return out
+
+
+def _weights(model_dir: str) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    return load_file(os.path.join(model_dir, "model.safetensors"))
+
+
+def _events(directory: str) -> dict[str, list[tuple[int, float]]]:
+    out: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(glob.glob(os.path.join(directory, "events*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                number = float(tf.make_ndarray(value.tensor))
+                out.setdefault(value.tag, []).append((event.step, number))
+    return out
+
+
+def test_tiny_pretraining_learns_and_writes_results(tiny_data, tmp_path):
+    import tfbert
+    from tfbert import checkpoints
+
+    out = tmp_path / "run"
+    results = run_pretraining(_config(tiny_data, out))
+    on_disk = json.loads((out / "pretrain_results.json").read_text())
+    assert on_disk == pytest.approx(results, nan_ok=True)
+    for key in ("masked_lm_accuracy", "next_sentence_accuracy", "loss", "global_step",
+                "examples_per_second", "mlm_loss", "nsp_loss"):
+        assert key in results, key
+    assert results["global_step"] == 40 and results["metrics_from"] == "eval"
+    assert results["examples_per_second"] > 0
+    # Loss falls on real text: from ln(V) + ln(2) at initialisation.
+    history = json.loads((out / "pretrain_history.json").read_text())
+    assert [h["step"] for h in history] == [20, 40]
+    start = math.log(tiny_data["vocab_size"]) + math.log(2)
+    assert history[-1]["loss"] < history[0]["loss"] < start
+    assert results["mlm_loss"] < math.log(tiny_data["vocab_size"]) - 1.0
+    assert results["masked_lm_accuracy"] > 0.05
+    # TensorBoard scalars against the global step, train and eval.
+    train = _events(str(out / "logs" / "train"))
+    for tag in ("loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy", "next_sentence_accuracy",
+                "learning_rate", "examples_per_second"):
+        assert tag in train, tag
+    assert [s for s, _ in train["learning_rate"]] == [10, 20, 30, 40]
+    lr = dict(train["learning_rate"])
+    assert lr[20] == pytest.approx(2e-3 * 20 / 36, rel=1e-4)  # linear decay after warmup 4
+    assert [s for s, _ in _events(str(out / "logs" / "eval"))["masked_lm_accuracy"]] == [20, 40]
+    # Checkpoints and the saved model, which fine-tuning reads directly.
+    assert sorted(os.path.basename(p) for p in glob.glob(str(out / "checkpoints" / "*.index"))) \
+        == ["ckpt-20.index", "ckpt-40.index"]
+    encoder = tfbert.from_pretrained(str(out / "model"))
+    assert encoder.config.hidden_size == 32
+    assert type(checkpoints.load_model(str(out / "model"))).__name__ == "BertPretrainer"
+    assert checkpoints.read_metadata(str(out / "model"))["global_step"] == 40
+
+    # A larger num_train_steps continues from step 40; the same one has nothing left to do.
+    more = run_pretraining(_config(tiny_data, out, num_train_steps=50))
+    assert more["global_step"] == 50
+    assert [h["step"] for h in json.loads((out / "pretrain_history.json").read_text())] \
+        == [20, 40, 50]
+    again = run_pretraining(_config(tiny_data, out, num_train_steps=50))
+    assert again["global_step"] == 50 and again["examples_trained"] == 0
+
+
+def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
+    """kill -9 a real run_pretraining.py process after a checkpoint, rerun the same command:
+    it ends at the requested step with the weights of an uninterrupted run."""
+    reference = tmp_path / "uninterrupted"
+    run_pretraining(_config(tiny_data, reference, num_train_steps=60,
+                            save_checkpoints_steps=5, eval_input_file=None))
+
+    out = tmp_path / "killed"
+    config = _config(tiny_data, out, num_train_steps=60, save_checkpoints_steps=5,
+                     eval_input_file=None)
+    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *_flags(config)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    try:
+        while not glob.glob(str(out / "checkpoints" / "ckpt-10.index")):
+            assert proc.poll() is None, f"run ended before the kill: {proc.stderr.read()[-3000:]}"
+            assert time.time() < deadline, "no checkpoint within 240 s"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "pretrain_results.json").exists()
+    saved = tf.train.latest_checkpoint(str(out / "checkpoints"))
+    killed_at = int(saved.rsplit("-", 1)[1])
+    assert 10 <= killed_at < 60
+
+    rerun = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert f"resumed from {saved}" in rerun.stderr
+    results = json.loads((out / "pretrain_results.json").read_text())
+    assert results["global_step"] == 60
+    assert results["examples_trained"] == (60 - killed_at) * 8
+    expected, actual = _weights(str(reference / "model")), _weights(str(out / "model"))
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+
+
+def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
+    """2 micro-batches of 4 vs batches of 8, dropout off: the same loss trajectory and weights.
+
+    Not bit-equal: the model normalises the MLM loss by the masked-token count of each
+    micro-batch (as the reference does per TPU core), so two halves with 19 and 21 masked tokens
+    weigh their tokens slightly differently from the batch of 40.
+    """
+    no_dropout = json.loads(open(tiny_data["config"]).read())
+    no_dropout.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(no_dropout))
+    data = dict(tiny_data, config=str(config_file))
+    runs = {}
+    for k in (1, 2):
+        out = tmp_path / f"k{k}"
+        run_pretraining(_config(data, out, num_train_steps=6, iterations_per_loop=1,
+                                gradient_accumulation_steps=k, eval_input_file=None))
+        runs[k] = (json.loads((out / "pretrain_history.json").read_text()),
+                   _weights(str(out / "model")))
+    losses = {k: [h["loss"] for h in runs[k][0]] for k in runs}
+    np.testing.assert_allclose(losses[2], losses[1], rtol=2e-3)
+    for name, value in runs[1][1].items():
+        np.testing.assert_allclose(runs[2][1][name], value, rtol=0.02, atol=2e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+def test_mixed_precision_trains_with_float32_master_weights(tiny_data, tmp_path, precision):
+    import keras
+
+    from tfbert.models.encoder import BertEncoder
+    from tfbert.models.pretrainer import BertPretrainer
+
+    out = tmp_path / precision
+    results = run_pretraining(_config(tiny_data, out, num_train_steps=20, mixed_precision=precision,
+                                      save_checkpoints_steps=10, eval_input_file=None))
+    history = json.loads((out / "pretrain_history.json").read_text())
+    assert math.isfinite(results["loss"]) and history[-1]["loss"] < history[0]["loss"]
+    reader = tf.train.load_checkpoint(str(out / "checkpoints"))
+    kernels = [n for n in reader.get_variable_to_dtype_map() if "kernel" in n or "gamma" in n]
+    assert kernels and {reader.get_variable_to_dtype_map()[n] for n in kernels} == {tf.float32}
+    assert keras.config.dtype_policy().name == "float32"  # the run restored the global policy
+    with pretrain.dtype_policy(precision):
+        config = pretrain.BertConfig.from_json_file(tiny_data["config"])
+        model = BertPretrainer(BertEncoder(config, output_attention_probs=True))
+    assert {v.dtype for v in model.trainable_variables} == {"float32"}
+    norms = [layer for layer in model._flatten_layers()
+             if isinstance(layer, keras.layers.LayerNormalization)]
+    assert norms and {layer.compute_dtype for layer in norms} == {"float32"}
+    ids = np.full((2, 8), 7, "int32")
+    outputs = model.encoder({"input_ids": ids, "input_mask": np.ones_like(ids),
+                             "segment_ids": np.zeros_like(ids)})
+    assert {str(p.dtype) for p in outputs["attention_probs"]} == {"<dtype: 'float32'>"}
+
+
+def test_bad_input_fails_before_training(tiny_data, tmp_path, monkeypatch):
+    out = tmp_path / "bad"
+    with pytest.raises(FileNotFoundError, match="no file matches .*missing"):
+        run_pretraining(_config(tiny_data, out, input_file=str(tmp_path / "missing*.tfrecord")))
+    wrong = tmp_path / "wrong_vocab.json"
+    wrong.write_text(json.dumps(dict(TINY, vocab_size=tiny_data["vocab_size"] + 7)))
+    with pytest.raises(ValueError, match=f"has {tiny_data['vocab_size']} tokens but the BERT "
+                       f"config .* vocab_size {tiny_data['vocab_size'] + 7}"):
+        run_pretraining(_config(tiny_data, out, bert_config_file=str(wrong)))
+    empty = tmp_path / "empty.tfrecord"
+    with tf.io.TFRecordWriter(str(empty)):
+        pass
+    with pytest.raises(ValueError, match="input_file .*empty.tfrecord.* holds 0 records"):
+        run_pretraining(_config(tiny_data, out, input_file=str(empty)))
+    with pytest.raises(ValueError, match="train_batch_size 8 is not a multiple of "
+                       "gradient_accumulation_steps 3"):
+        run_pretraining(_config(tiny_data, out, gradient_accumulation_steps=3))
+    from tfbert.data import corpora
+
+    monkeypatch.setattr(corpora, "chinese_documents", lambda: [])
+    with pytest.raises(ValueError, match="built-in corpus is empty"):
+        pretrain.default_data(str(tmp_path / "cache"))
+    assert not glob.glob(str(out / "checkpoints" / "*"))
+    assert not glob.glob(str(tmp_path / "cache" / "pretrain_data" / "*"))
+
+
+def test_default_data_is_built_once_and_cached(tmp_path, monkeypatch):
+    from tfbert.data import corpora
+
+    docs = [d for d in corpora.people_daily_documents() if len(d) >= 2][:150]
+    calls = []
+    monkeypatch.setattr(corpora, "chinese_documents", lambda: calls.append(1) or docs)
+    first = pretrain.default_data(str(tmp_path), max_seq_length=32, vocab_size=1500,
+                                  dupe_factor=1, eval_fraction=0.1, num_shards=2)
+    second = pretrain.default_data(str(tmp_path), max_seq_length=32, vocab_size=1500,
+                                   dupe_factor=1, eval_fraction=0.1, num_shards=2)
+    assert first == second and len(calls) == 1
+    assert len(first.train_files.split(",")) == 2
+    manifest = json.loads(open(os.path.join(first.directory, "manifest.json")).read())
+    assert manifest["train_instances"] > 0 and manifest["eval_instances"] > 0
+    assert os.listdir(os.path.join(str(tmp_path), "pretrain_data")) == [
+        os.path.basename(first.directory)]  # no temporary directory left behind
+    vocab = open(first.vocab_file, encoding="utf-8").read().split("\n")
+    assert "[CLS]" in vocab and "人" in vocab
+
+
+_MIRRORED = textwrap.dedent("""
+    import json, os, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from tfbert.training.pretrain import PretrainConfig, run_pretraining
+    out = {}
+    for strategy in ("one_device", "mirrored"):
+        config = PretrainConfig(**json.loads(sys.argv[1]), distribution_strategy=strategy,
+                                output_dir=os.path.join(sys.argv[2], strategy))
+        run_pretraining(config)
+        with open(os.path.join(config.output_dir, "pretrain_history.json")) as f:
+            out[strategy] = [h["loss"] for h in json.load(f)]
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_mirrored_two_cpus_matches_one_device(tiny_data, tmp_path):
+    """BertPretrainer under MirroredStrategy over 2 logical CPUs follows the one-device loss
+    trajectory at the same global batch (dropout off; per-replica MLM normalisation as in
+    the gradient accumulation test)."""
+    no_dropout = json.loads(open(tiny_data["config"]).read())
+    no_dropout.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(no_dropout))
+    config = vars(_config(dict(tiny_data, config=str(config_file)), tmp_path,
+                          num_train_steps=6, iterations_per_loop=1, eval_input_file=None))
+    config = {k: v for k, v in config.items() if k not in ("distribution_strategy", "output_dir")}
+    proc = subprocess.run([sys.executable, "-c", _MIRRORED, json.dumps(config), str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=400,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads([x for x in proc.stdout.splitlines() if x.startswith("RESULT")][-1][6:])
+    assert len(out["mirrored"]) == 6
+    np.testing.assert_allclose(out["mirrored"], out["one_device"], rtol=2e-3)
+
+
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_two_processes(tiny_data, tmp_path):
+    """MultiWorkerMirroredStrategy: two worker processes on localhost with TF_CONFIG reach the
+    same step; the chief writes the checkpoints and results, the other worker none."""
+    out = tmp_path / "mw"
+    config = _config(tiny_data, out, num_train_steps=4, save_checkpoints_steps=2,
+                     distribution_strategy="multi_worker", eval_input_file=None)
+    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *_flags(config)]
+    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    procs = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        env = dict(os.environ, TF_CONFIG=tf_config, TF_CPP_MIN_LOG_LEVEL="2")
+        procs.append(subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=600) for p in procs]
+    for p, (stdout, stderr) in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, stderr[-3000:]
+    steps = [json.loads(stdout[stdout.index("{"):])["global_step"] for stdout, _ in outputs]
+    assert steps == [4, 4]
+    assert sorted(os.path.basename(p) for p in glob.glob(str(out / "checkpoints" / "*.index"))) \
+        == ["ckpt-2.index", "ckpt-4.index"]
+    assert not glob.glob(str(out / "checkpoints" / ".worker_*"))
+    assert json.loads((out / "pretrain_results.json").read_text())["global_step"] == 4

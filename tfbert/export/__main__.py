@@ -1,0 +1,54 @@
+"""python -m tfbert.export --model_dir=DIR --export_dir=saved_models/NAME/VERSION [--tflite=...]
+
+Writes a TF Serving SavedModel (raw text in), checks its ops against TF Serving 2.12 and 2.20,
+and optionally writes TFLite files (sizes and batch-1 latencies are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from tfbert.export import export_model
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tfbert.export", description=__doc__)
+    parser.add_argument("--model_dir", required=True,
+                        help="fine-tuned or pretrained model directory (with vocab.txt)")
+    parser.add_argument("--export_dir", required=True,
+                        help="SavedModel version directory, e.g. saved_models/sentiment/1")
+    parser.add_argument("--tflite", default="",
+                        help="comma-separated quantizations: float32,float16,int8")
+    parser.add_argument("--tflite_dir", default=None,
+                        help="where .tflite files go (default: saved_models/NAME/tflite)")
+    parser.add_argument("--no_text_tflite", action="store_true",
+                        help="write only the ids-in TFLite models")
+    parser.add_argument("--max_seq_length", type=int, default=None,
+                        help="override the saved max_seq_length")
+    parser.add_argument("--pair", action=argparse.BooleanOptionalAction, default=None,
+                        help="classification on sentence pairs (text_b input)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    result = export_model(
+        args.model_dir, args.export_dir,
+        tflite=tuple(q.strip() for q in args.tflite.split(",") if q.strip()),
+        tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
+        max_seq_length=args.max_seq_length, pair=args.pair)
+    out = sys.stdout
+    out.write(f"SavedModel: {result['export_dir']} (task {result['task']}, "
+              f"max_seq_length {result['max_seq_length']})\n")
+    for name, sig in result["signatures"].items():
+        out.write(f"  {name}: {', '.join(sig['inputs'])} -> {', '.join(sig['outputs'])}\n")
+    out.write(result["serving_check"]["report"] + "\n")
+    for info in result.get("tflite", {}).values():
+        out.write(f"{info['path']}: {info['bytes'] / 1024:.1f} KiB, {info['latency_ms']:.2f} ms "
+                  f"(batch 1, median of 10), custom ops: {info['custom_ops'] or 'none'}\n")
+    logging.getLogger(__name__).debug(json.dumps(result, default=str))
+    return 0 if result["serving_check"]["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""TFLite export: an ids-in model (builtin ops only) and a text-in model (TF Text's TFLite kernels).
+
+Files, per quantization q in {float32, float16, int8} (int8 = dynamic-range quantization:
+int8 weights, float activations):
+
+  model_ids_{q}.tflite   inputs input_ids/input_mask/segment_ids int32 [B, T]; TFLite builtin
+                         ops only, so it runs on any LiteRT runtime.
+  model_text_{q}.tflite  inputs text (and text_b) tf.string [B]; tokenizes with TF Text's
+                         FastBertTokenizer kernels (custom ops FastBertNormalize,
+                         FastWordpieceTokenizeWithOffsets, RaggedTensorToTensor), packs with
+                         builtin ops. Needs a runtime with TF Text's TFLite ops registered; in
+                         Python: `tensorflow.lite.python.interpreter.InterpreterWithCustomOps(
+                         custom_op_registerers=tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS)`.
+
+Outputs: classification logits [B, C], probabilities [B, C], label_ids [B]; ner logits
+[B, T, C], tag_ids [B, T]; qa start_logits/end_logits [B, T]; encoder pooled_output [B, H],
+sequence_output [B, T, H]; the text model also returns the packed input_ids [B, T].
+
+The text model is NOT the reference tokenizer. tfbert's in-graph tokenizer (tfbert.text) uses
+core ops that have no TFLite kernels, and TF Text's FastBertTokenizer with
+lower_case_nfd_strip_accents=True also applies NFKC-style folding (full-width "（１" become
+"(1"), which changes most Chinese sentences. So the text model runs FastBertTokenizer without
+normalization and handles an uncased vocab on the vocab side: pieces the reference can never
+produce (they contain upper case or accents) are remapped to their normalized piece or made
+unreachable, and UPPER / Title variants of every piece are added and mapped back to the
+piece's id. What remains different from the reference: accents are kept (an uncased vocab
+sees "café", not "cafe"), mixed-case words ("iPhone"), control characters split words instead
+of vanishing, and the per-word limit counts 100 bytes instead of 100 characters.
+`measure_agreement` reports how often its ids equal the reference's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import tempfile
+import time
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from tfbert.export.saved_model import ID_INPUTS, ExportSpec
+
+logger = logging.getLogger(__name__)
+
+QUANTIZATIONS = ("float32", "float16", "int8")
+MAX_BYTES_PER_WORD = 100  # the reference's 100 characters per word, counted in bytes here
+
+
+# --- the models to convert ---------------------------------------------------------------------
+
+
+def _raw_outputs(model: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor]
+                 ) -> dict[str, tf.Tensor]:
+    outputs = model(inputs, training=False)
+    if spec.task == "classification":
+        logits = tf.cast(outputs, tf.float32)
+        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
+                "label_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+    if spec.task == "ner":
+        logits = tf.cast(outputs, tf.float32)
+        return {"logits": logits, "tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+    if spec.task == "qa":
+        return {k: tf.cast(outputs[k], tf.float32) for k in ("start_logits", "end_logits")}
+    return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+            "sequence_output": tf.cast(outputs["sequence_output"], tf.float32)}
+
+
+def case_extended_vocab(tokens: Sequence[str], lower_case: bool
+                        ) -> tuple[list[str], np.ndarray]:
+    """The vocab FastBertTokenizer runs on (no normalization) and the map back to model ids.
+
+    Args:
+        tokens: sequence of str. The model's vocab in id order.
+        lower_case: bool. The model is uncased (the reference lower-cases, NFD, strips accents).
+
+    Returns:
+        (extended tokens, remap int32 [len(extended)]): extended[i] is matched in raw text and
+        stands for model id remap[i].
+    """
+    tokens = list(tokens)
+    remap = list(range(len(tokens)))
+    if not lower_case:
+        return tokens, np.asarray(remap, np.int32)
+    index = {t: i for i, t in enumerate(tokens)}
+    unk = index["[UNK]"]
+    extended = list(tokens)
+
+    def split(token: str) -> tuple[str, str]:
+        return ("##", token[2:]) if token.startswith("##") and len(token) > 2 else ("", token)
+
+    special = lambda t: t.startswith("[") and t.endswith("]") and len(t) > 2
+    reachable = []
+    for i, token in enumerate(tokens):
+        if special(token):
+            continue
+        prefix, body = split(token)
+        normalized = prefix + _reference_lower(body)
+        if normalized == token:
+            reachable.append(i)
+        elif normalized in index:
+            remap[i] = index[normalized]  # raw text spelled like this means that piece
+        else:
+            extended[i] = f"[tfbert_unreachable_{i}]"  # never matched (split at "[")
+            remap[i] = unk
+    present = set(extended)
+    for i in reachable:
+        prefix, body = split(tokens[i])
+        for variant in (body.upper(), body.capitalize(), body.title()):
+            candidate = prefix + variant
+            if candidate not in present and _reference_lower(variant) == body:
+                extended.append(candidate)
+                remap.append(i)
+                present.add(candidate)
+    return extended, np.asarray(remap, np.int32)
+
+
+def _reference_lower(text: str) -> str:
+    """The reference's lower_case=True normalization of a piece: NFD, drop Mn, lower-case."""
+    decomposed = unicodedata.normalize("NFD", text)
+    return "".join(c.lower() for c in decomposed if unicodedata.category(c) != "Mn")
+
+
+class _TextPacker(tf.Module):
+    """FastBertTokenizer + packing `[CLS] a [SEP] (b [SEP])` with TFLite-convertible ops."""
+
+    def __init__(self, vocab: Sequence[str], spec: ExportSpec) -> None:
+        super().__init__()
+        import tensorflow_text as tf_text
+
+        tokens = list(vocab)
+        extended, remap = case_extended_vocab(tokens, spec.lower_case)
+        self.fast = tf_text.FastBertTokenizer(
+            vocab=extended, suffix_indicator="##", max_bytes_per_word=MAX_BYTES_PER_WORD,
+            token_out_type=tf.int32, unknown_token="[UNK]", lower_case_nfd_strip_accents=False)
+        self.remap = tf.constant(remap)
+        self.spec = spec
+        self.cls_id, self.sep_id, self.pad_id = (tokens.index(t) for t in
+                                                 ("[CLS]", "[SEP]", "[PAD]"))
+
+    def _pieces(self, text: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """tf.string [B] -> ids [B, T] (first T pieces, padded) and piece counts [B]."""
+        ragged = self.fast.tokenize(text)  # [B, (P)] extended-vocab ids
+        ids = ragged.with_flat_values(tf.gather(self.remap, ragged.flat_values))
+        splits = ids.row_splits
+        lengths = tf.cast(splits[1:] - splits[:-1], tf.int32)  # [B]
+        dense = ids.to_tensor(default_value=self.pad_id, shape=[None, self.spec.seq_length])
+        return dense, lengths
+
+    def __call__(self, text: tf.Tensor, text_b: tf.Tensor | None = None
+                 ) -> dict[str, tf.Tensor]:
+        t = self.spec.seq_length
+        a, la = self._pieces(text)
+        pos = tf.range(t)[tf.newaxis, :]  # [1, T]
+        if text_b is None:
+            la = tf.minimum(la, t - 2)
+        else:
+            b, lb = self._pieces(text_b)
+            budget = t - 3
+            if self.spec.task == "qa":  # question first, cut; the context fills the rest
+                la = tf.minimum(la, self.spec.max_query_length)
+                lb = tf.minimum(lb, tf.maximum(budget - la, 0))
+            else:  # longest first, ties cut segment b (the reference's _truncate_seq_pair)
+                la_new = tf.minimum(la, tf.maximum(budget - lb, (budget + 1) // 2))
+                lb = tf.minimum(lb, tf.maximum(budget - la, budget // 2))
+                la = la_new
+        la_ = la[:, None]  # [B, 1]
+        in_a = (pos >= 1) & (pos <= la_)
+        from_a = tf.gather(a, tf.clip_by_value(pos - 1, 0, t - 1) + tf.zeros_like(la_),
+                           batch_dims=1)  # [B, T]
+        ids = tf.where(in_a, from_a, self.pad_id)
+        sep = pos == la_ + 1
+        length = la_ + 2
+        segment = tf.zeros_like(ids)
+        if text_b is not None:
+            lb_ = lb[:, None]
+            in_b = (pos >= la_ + 2) & (pos <= la_ + lb_ + 1)
+            from_b = tf.gather(b, tf.clip_by_value(pos - la_ - 2, 0, t - 1), batch_dims=1)
+            ids = tf.where(in_b, from_b, ids)
+            sep |= pos == la_ + lb_ + 2
+            length += lb_ + 1
+            segment = tf.cast((pos >= la_ + 2) & (pos < length), tf.int32)
+        ids = tf.where(pos == 0, self.cls_id, tf.where(sep, self.sep_id, ids))
+        mask = tf.cast(pos < length, tf.int32)
+        return {"input_ids": ids, "input_mask": mask, "segment_ids": segment}
+
+
+def _ids_module(model: Any, spec: ExportSpec) -> tf.Module:
+    module = tf.Module()
+    module.model = model
+    module._model_variables = [v.value for v in model.variables]
+    specs = [tf.TensorSpec([None, spec.seq_length], tf.int32, name=n) for n in ID_INPUTS]
+
+    @tf.function(input_signature=specs)
+    def serve(input_ids, input_mask, segment_ids):
+        return _raw_outputs(model, spec, {"input_ids": input_ids, "input_mask": input_mask,
+                                          "segment_ids": segment_ids})
+
+    module.serve = serve
+    return module
+
+
+def _text_module(model: Any, spec: ExportSpec, vocab: Sequence[str]) -> tf.Module:
+    module = tf.Module()
+    module.model = model
+    module._model_variables = [v.value for v in model.variables]
+    module.packer = _TextPacker(vocab, spec)
+    specs = [tf.TensorSpec([None], tf.string, name="text")]
+    if spec.has_text_b:
+        specs.append(tf.TensorSpec([None], tf.string, name="text_b"))
+
+    def run(text, text_b=None):
+        inputs = module.packer(text, text_b)
+        return {**_raw_outputs(model, spec, inputs), "input_ids": inputs["input_ids"]}
+
+    module.serve = tf.function(run, input_signature=specs)
+    return module
+
+
+# --- conversion ------------------------------------------------------------------------------
+
+
+def convert(module: tf.Module, quantization: str, custom_ops: bool) -> bytes:
+    """Converts `module.serve` to a TFLite flatbuffer.
+
+    Args:
+        module: tf.Module with a `serve` tf.function (input signature set).
+        quantization: str. "float32", "float16" (float16 weights) or "int8" (dynamic range).
+        custom_ops: bool. Allow custom ops (TF Text kernels); False = builtin ops only.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"tflite.py: quantization {quantization!r} is not one of "
+                         f"{QUANTIZATIONS}")
+    with tempfile.TemporaryDirectory() as tmp:
+        tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
+        converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        converter.allow_custom_ops = custom_ops
+        if quantization != "float32":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if quantization == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+        return converter.convert()
+
+
+def tflite_ops(content: bytes) -> tuple[list[str], list[str]]:
+    """(builtin op names, custom op names) used by a TFLite flatbuffer."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(content, 0)
+    names = {v: k for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_")}
+    builtin, custom = set(), set()
+    for code in model.operatorCodes:
+        if code.customCode:
+            custom.add(code.customCode.decode())
+        else:
+            builtin.add(names.get(max(code.builtinCode, code.deprecatedBuiltinCode), "?"))
+    return sorted(builtin), sorted(custom)
+
+
+def make_interpreter(path_or_content: str | bytes, text_ops: bool) -> Any:
+    """A Python TFLite interpreter; `text_ops` registers TF Text's TFLite kernels."""
+    from tensorflow.lite.python import interpreter as interpreter_lib
+
+    source = ({"model_path": path_or_content} if isinstance(path_or_content, str)
+              else {"model_content": path_or_content})
+    with contextlib.redirect_stderr(io.StringIO()):
+        if text_ops:
+            import tensorflow_text as tf_text
+
+            return interpreter_lib.InterpreterWithCustomOps(
+                custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS, **source)
+        return interpreter_lib.Interpreter(**source)
+
+
+def run_tflite(interpreter: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Runs the single signature of an interpreter on numpy inputs (any batch size)."""
+    runner = interpreter.get_signature_runner()
+    return runner(**inputs)
+
+
+def _latency_ms(interpreter: Any, inputs: dict[str, np.ndarray], runs: int = 10) -> float:
+    runner = interpreter.get_signature_runner()
+    runner(**inputs)  # warm-up (allocation)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        runner(**inputs)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times) * 1000)
+
+
+def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str,
+                  quantizations: Sequence[str] = ("float32",), text_model: bool = True,
+                  sample_text: str = "今天天气很好，我们去公园散步。") -> dict[str, dict[str, Any]]:
+    """Writes the ids-in (and text-in) TFLite models and measures them.
+
+    Args:
+        model: tfbert task model or BertEncoder.
+        spec: ExportSpec. Task, max_seq_length, truncation settings.
+        vocab_file: str. The model's vocab (the text model embeds it; copied next to the files).
+        output_dir: str. Created if missing.
+        quantizations: sequence of "float32", "float16", "int8".
+        text_model: bool. Also write the text-in models.
+        sample_text: str. Input of the latency measurement (batch 1).
+
+    Returns:
+        {file name: {"path", "bytes", "latency_ms" (median of 10 runs, batch 1, this CPU),
+        "builtin_ops", "custom_ops"}}.
+    """
+    from tfbert.text.vocab import load_vocab
+
+    unknown = [q for q in quantizations if q not in QUANTIZATIONS]
+    if unknown:
+        raise ValueError(f"tflite.py: unknown quantization(s) {unknown}; use {QUANTIZATIONS}")
+    os.makedirs(output_dir, exist_ok=True)
+    vocab = load_vocab(vocab_file)
+    with open(os.path.join(output_dir, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("\n".join(vocab) + "\n")
+    modules = {"ids": _ids_module(model, spec)}
+    if text_model:
+        modules["text"] = _text_module(model, spec, vocab)
+    text_inputs = {"text": np.array([sample_text.encode()], dtype=object)}
+    if spec.has_text_b:
+        text_inputs["text_b"] = np.array([sample_text.encode()], dtype=object)
+    ids_inputs = {k: v.numpy() for k, v in modules["text"].packer(
+        *[tf.constant(v) for v in text_inputs.values()]).items()} if text_model else {
+        "input_ids": np.full((1, spec.seq_length), 0, np.int32),
+        "input_mask": np.ones((1, spec.seq_length), np.int32),
+        "segment_ids": np.zeros((1, spec.seq_length), np.int32)}
+    results = {}
+    for kind, module in modules.items():
+        for quantization in quantizations:
+            name = f"model_{kind}_{quantization}.tflite"
+            content = convert(module, quantization, custom_ops=kind == "text")
+            path = os.path.join(output_dir, name)
+            with open(path, "wb") as f:
+                f.write(content)
+            builtin, custom = tflite_ops(content)
+            interpreter = make_interpreter(path, text_ops=kind == "text")
+            latency = _latency_ms(interpreter, text_inputs if kind == "text" else ids_inputs)
+            results[name] = {"path": path, "bytes": len(content), "latency_ms": latency,
+                             "builtin_ops": builtin, "custom_ops": custom}
+            logger.info("%s: %.1f KiB, %.2f ms (batch 1, median of 10)", name,
+                        len(content) / 1024, latency)
+    return results
+
+
+def measure_agreement(vocab_file: str, spec: ExportSpec, texts: Sequence[str],
+                      tflite_path: str | None = None, batch_size: int = 256
+                      ) -> dict[str, float]:
+    """How often the text model's input_ids equal the reference tokenizer + packer's.
+
+    Args:
+        vocab_file: str. The model's vocab.
+        spec: ExportSpec. Sequence length and lower_case.
+        texts: sequence of str. Single texts (the comparison packs segment a only).
+        tflite_path: str or None. A model_text_*.tflite to run; None runs the same packing
+            graph in TensorFlow (the TFLite kernels are TF Text's same C++ code).
+        batch_size: int. Texts per call.
+
+    Returns:
+        {"texts": n, "equal_texts": fraction of texts with identical packed ids,
+         "equal_tokens": fraction of reference pieces reproduced at the same position}.
+    """
+    import tfbert
+    from tfbert.text.vocab import load_vocab
+
+    single = ExportSpec(task="encoder", seq_length=spec.seq_length, lower_case=spec.lower_case)
+    reference = tfbert.BertPreprocessor(vocab_file, spec.seq_length, lower_case=spec.lower_case)
+    packer = _TextPacker(load_vocab(vocab_file), single)
+    interpreter = None if tflite_path is None else make_interpreter(tflite_path, text_ops=True)
+    equal_texts = equal_tokens = total_tokens = 0
+    for begin in range(0, len(texts), batch_size):
+        chunk = list(texts[begin:begin + batch_size])
+        want = reference(tf.constant(chunk))
+        want_ids, want_mask = want["input_ids"].numpy(), want["input_mask"].numpy()
+        if interpreter is None:
+            got = packer(tf.constant(chunk))["input_ids"].numpy()
+        else:
+            args = {"text": np.array([t.encode() for t in chunk], dtype=object)}
+            if spec.has_text_b:
+                args["text_b"] = np.array([b""] * len(chunk), dtype=object)
+            got = run_tflite(interpreter, args)["input_ids"]
+        equal_texts += int(np.sum(np.all(got == want_ids, axis=1)))
+        real = want_mask.astype(bool)
+        equal_tokens += int(np.sum((got == want_ids) & real))
+        total_tokens += int(real.sum())
+    n = len(texts)
+    return {"texts": n, "equal_texts": equal_texts / max(n, 1),
+            "equal_tokens": equal_tokens / max(total_tokens, 1)}
