@@ -9,8 +9,9 @@ NER (People's Daily, test split), entity-level F1: random init versus pretrained
 Both BERT runs of a task use the same model shape (the pretrained checkpoint's config.json),
 vocab, hyperparameters and seed; only the initial weights differ.
 
-    python bench/quality.py --pretrained output/pretrain_default/model     # everything
-    python bench/quality.py --only baseline                                 # TF-IDF only (~1 min)
+    python run_pretraining.py                # writes output/pretrain_default/model
+    python bench/quality.py                  # everything (hours on 2 CPU cores)
+    python bench/quality.py --only baseline  # the TF-IDF baseline only (about a minute)
 
 Writes OUTPUT_DIR/quality.json and OUTPUT_DIR/quality.md (a table).
 """
@@ -125,7 +126,9 @@ def markdown(results: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--pretrained", help="tfbert/HF directory written by run_pretraining.py")
+    parser.add_argument("--pretrained", default="output/pretrain_default/model",
+                        help="checkpoint directory written by run_pretraining.py (its default "
+                             "run writes output/pretrain_default/model)")
     parser.add_argument("--output_dir", default="output/quality")
     parser.add_argument("--only", default="baseline,sentiment,ner",
                         help="comma-separated subset of baseline, sentiment, ner")
@@ -141,8 +144,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = args.only - {"baseline", "sentiment", "ner"}
     if unknown:
         parser.error(f"--only: unknown {sorted(unknown)}")
-    if args.only - {"baseline"} and not args.pretrained:
-        parser.error("--pretrained is needed for the BERT runs (or use --only baseline)")
+    if args.only - {"baseline"} and not os.path.isdir(args.pretrained):
+        parser.error(f"--pretrained {args.pretrained} is not a directory: run "
+                     "`python run_pretraining.py` first (or use --only baseline)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     results: dict[str, Any] = {}

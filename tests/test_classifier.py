@@ -237,3 +237,76 @@ def test_run_classifier_learns_jsonl_pairs(tmp_path, chinese_vocab_file):
         rows_out = list(csv.reader(f, delimiter="\t"))
     assert rows_out[0][:5] == ["index", "text", "text_b", "label", "predicted"]
     assert len(rows_out) == 9 and all(r[3] == "" for r in rows_out[1:])
+
+
+def test_keras_api_doc_example_runs(tmp_path, chinese_vocab_file, monkeypatch):
+    """The ten-line example of docs/keras_api.md, run as written on a tiny checkpoint."""
+    import re
+
+    import tfbert
+
+    encoder = tfbert.BertEncoder(tfbert.BertConfig.from_json_file(
+        tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)))
+    checkpoint = tmp_path / "pretrained"
+    tfbert.save_pretrained(encoder, str(checkpoint), vocab_file=chinese_vocab_file)
+    with open(os.path.join(REPO, "docs", "keras_api.md"), encoding="utf-8") as f:
+        code = re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
+    lines = [line for line in code.splitlines() if line.strip() and not line.startswith("import")]
+    assert len(lines) <= 11, "the README example should stay about ten lines"
+    assert '"output/pretrain_default/model"' in code
+    code = code.replace('"output/pretrain_default/model"', repr(str(checkpoint)))
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "docs/keras_api.md", "exec"), namespace)
+    model = namespace["model"]
+    assert len(model.history.history["loss"]) == 3
+    assert np.isfinite(model.history.history["loss"]).all()
+    reloaded = tfbert.checkpoints.load_model(str(tmp_path / "my_classifier"))
+    features, _ = next(iter(namespace["ds"]))
+    np.testing.assert_allclose(reloaded.predict(features, verbose=0),
+                               model.predict(features, verbose=0), atol=1e-5)
+
+
+# --- the shared fine-tuning runner ----------------------------------------------------------------
+
+
+def test_finetune_keeps_best_epoch_and_counts_steps(tmp_path):
+    """finetune restores the weights of the best dev epoch; a fractional epoch count and
+    gradient accumulation give the expected number of optimizer updates."""
+    import keras
+    import tensorflow as tf
+
+    from tfbert.training.finetune import FinetuneConfig, finetune
+
+    keras.utils.set_random_seed(0)
+    x = np.random.default_rng(0).normal(size=(32, 4)).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)  # 4 batches per epoch
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    scores = iter([0.5, 0.9, 0.7])
+    snapshots = []
+
+    def evaluate(m):
+        snapshots.append([w.copy() for w in m.get_weights()])
+        return {"accuracy": next(scores), "per_class": {}}
+
+    result = finetune(model, ds, keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      FinetuneConfig(learning_rate=1e-2, num_train_epochs=2.5, verbose=0,
+                                     log_dir=str(tmp_path / "logs")), evaluate_fn=evaluate)
+    assert result.best_epoch == 2
+    assert result.num_train_steps == 10  # 2.5 epochs x 4 batches
+    assert [h["epoch"] for h in result.history] == [1, 2, 3]
+    assert [h["accuracy"] for h in result.history] == [0.5, 0.9, 0.7]
+    assert result.best_metrics == {"accuracy": 0.9, "per_class": {}}
+    for now, best in zip(model.get_weights(), snapshots[1], strict=True):
+        np.testing.assert_array_equal(now, best)
+    assert os.listdir(tmp_path / "logs" / "train")  # TensorBoard events were written
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    result = finetune(model, ds, keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      FinetuneConfig(num_train_epochs=3, gradient_accumulation_steps=2,
+                                     verbose=0))
+    assert result.num_train_steps == 6  # 12 batches, 2 per update
+    assert result.best_epoch == 3 and result.best_metrics == {}
+    with pytest.raises(ValueError, match="num_train_epochs must be positive"):
+        FinetuneConfig(num_train_epochs=0)

@@ -55,9 +55,12 @@ def test_encoder_ignores_extra_feature_keys_and_names_missing_ones():
         encoder({"input_ids": plain["input_ids"], "input_mask": plain["input_mask"]})
 
 
-def test_padding_invariance():
-    """Outputs at real positions do not change when padding (with junk ids) is appended."""
-    config = tiny_config()
+@pytest.mark.parametrize("attention_dropout", [0.1, 0.0])
+def test_padding_invariance(attention_dropout):
+    """Outputs at real positions do not change when padding (with junk ids) is appended, on
+    both attention paths: explicit softmax (probability dropout configured) and Keras's fused
+    dot_product_attention (no probability dropout)."""
+    config = tiny_config(attention_probs_dropout_prob=attention_dropout)
     encoder = BertEncoder(config)
     features = make_features(config, batch_size=3, seq_length=8)
     features["input_mask"][:] = 1
@@ -180,6 +183,13 @@ def test_classifier(tmp_path, head_hidden_layers):
         [(32, 16), (16, 16)] if head_hidden_layers else [])
     assert model.output_dense.kernel.shape == (16 if head_hidden_layers else 32, 3)
     assert model.get_config()["head_hidden_layers"] == head_hidden_layers
+    if head_hidden_layers:  # a compiled model reloads compiled (compile_from_config)
+        path = str(tmp_path / "compiled.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path)
+        assert loaded.compiled and loaded.get_compile_config() == model.get_compile_config()
+        np.testing.assert_allclose(loaded.evaluate(features, labels, verbose=0),
+                                   model.evaluate(features, labels, verbose=0), rtol=1e-5)
 
 
 def test_classifier_rejects_bad_head():

@@ -190,6 +190,16 @@ def test_make_features_windows_labels_and_offsets():
     assert f2.token_is_max_context.tolist() == [False] * 4 + [False, True, True, False, False]
 
 
+def test_make_features_counts_answers_without_tokens(caplog):
+    context = "AB  CD"
+    ex = qa_data.QAExample("blank", "?", context, [{"text": " ", "answer_start": 2}])
+    with caplog.at_level("WARNING"):
+        features, stats = qa_data.make_features([ex], [_char_tokens(context)], 16, 4, 2, CLS,
+                                                SEP, PAD)
+    assert stats["answers_without_tokens"] == 1 and "blank" in caplog.text
+    assert (features[0].start_position, features[0].end_position) == (0, 0)
+
+
 def test_make_features_truncates_questions_and_pads():
     ex = qa_data.QAExample("q", "?", "AB", [{"text": "B", "answer_start": 1}])
     tok = qa_data.TokenizedExample(list(range(60, 70)), [100, 101], [0, 1], [1, 2])
@@ -373,6 +383,15 @@ def test_run_squad_bad_answer_error_names_the_question(tmp_path, tiny_bert_confi
     config = _tiny_run(tmp_path / "out", tiny_bert_config, chinese_vocab_file, train_file=path,
                        dev_file=path, do_predict=False, on_bad_answer="error")
     with pytest.raises(ValueError, match="bad-1.*does not occur in the context"):
+        qa_task.run_squad(config)
+
+
+def test_run_squad_v2_data_needs_the_v2_flag(tmp_path, tiny_bert_config, chinese_vocab_file):
+    path = _squad_file(tmp_path, [{"id": "no-answer", "question": "谁？", "answers": [],
+                                   "is_impossible": True}], context="新华社记者兰红光摄")
+    config = _tiny_run(tmp_path / "out", tiny_bert_config, chinese_vocab_file, train_file=path,
+                       dev_file=path, do_predict=False)
+    with pytest.raises(ValueError, match="'no-answer'.*needs version_2_with_negative"):
         qa_task.run_squad(config)
 
 

@@ -143,6 +143,14 @@ class BertConfig:
             raise ValueError(f"{path}: {e}") from None
 
     @classmethod
+    def from_hf_dict(cls, values: dict[str, Any]) -> "BertConfig":
+        """Builds a config from a Hugging Face config.json dict (its "gelu" is the exact form).
+
+        Old files without "model_type" are accepted as BERT.
+        """
+        return cls(**_from_hf({**values, "model_type": values.get("model_type") or "bert"}))
+
+    @classmethod
     def from_preset(cls, name: str) -> "BertConfig":
         """One of PRESETS: the published BERT shapes (weights are not downloaded)."""
         if name not in PRESETS:

@@ -73,7 +73,8 @@ def read_checkpoint(source: Any, config: BertConfig | None = None) -> Checkpoint
 
     Args:
         source: str or keras_hub.models.BertBackbone. See the module docstring for formats.
-        config: BertConfig or None. Overrides the config file of an HF or Google checkpoint.
+        config: BertConfig or None. Overrides the checkpoint's config file (not used for a
+            keras-hub backbone, whose shape is its config).
     """
     fmt = detect_format(source)
     if fmt == "keras_hub":
@@ -82,7 +83,7 @@ def read_checkpoint(source: Any, config: BertConfig | None = None) -> Checkpoint
         return keras_hub.read_preset(os.fspath(source))
     path = os.fspath(source)
     if fmt == "tfbert":
-        return native.read_native(path)
+        return native.read_native(path, config)
     if fmt == "hf":
         return hf.read_hf(path, config)
     return google.read_google(path, config)

@@ -17,7 +17,7 @@ import numpy as np
 
 from tfbert.checkpoints import names
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, as_float32
-from tfbert.config import BertConfig, _from_hf
+from tfbert.config import BertConfig
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def read_config(path: str) -> BertConfig:
         # pytorch-pretrained-bert's config.json has no model_type, and its "gelu" is the exact
         # erf form like transformers'; BertConfig.from_json_file would read it as Google's.
         try:
-            config = BertConfig(**_from_hf({**values, "model_type": "bert"}))
+            config = BertConfig.from_hf_dict(values)
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{config_file}: {e}") from None
     else:

@@ -21,6 +21,7 @@ from typing import Any
 
 from tfbert.checkpoints import hf
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError
+from tfbert.config import BertConfig
 
 METADATA_FILE = "tfbert.json"
 FORMAT_VERSION = 1
@@ -49,10 +50,15 @@ def read_metadata(path: str) -> dict[str, Any]:
     return metadata
 
 
-def read_native(path: str) -> Checkpoint:
-    """A tfbert directory as a canonical Checkpoint, with tfbert.json as its metadata."""
+def read_native(path: str, config: BertConfig | None = None) -> Checkpoint:
+    """A tfbert directory as a canonical Checkpoint, with tfbert.json as its metadata.
+
+    Args:
+        path: str. Directory written by `save_pretrained`.
+        config: BertConfig or None. Overrides config.json when given.
+    """
     metadata = read_metadata(path)
-    checkpoint = hf.read_hf(path)
+    checkpoint = hf.read_hf(path, config)
     checkpoint.format = "tfbert"
     checkpoint.metadata = metadata
     return checkpoint

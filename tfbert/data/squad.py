@@ -23,8 +23,15 @@ answer is not inside the window or the question has no answer.
 Built-in QA (`builtin_qa_examples`): cloze questions about the named entities of People's Daily
 (`nr` person, `ns` place, `nt` organisation). The context is the paragraph (one line of the file),
 the question is the clause around one entity with the entity replaced by 谁 / 哪里 / 哪个机构, and
-the answer is the entity with its character offset. One question per paragraph, deterministic,
-split by a stable hash of the paragraph (`corpora.stable_split`).
+the answer is the entity with its character offset. One question per paragraph of 20-400
+characters, deterministic, split by a stable hash of the paragraph (`corpora.stable_split`):
+8,401 train, 1,098 dev and 1,077 test questions. `write_builtin_qa` writes it as SQuAD JSON, so
+runs read it through the same reader as any other file.
+
+    data = read_squad_json("dev-v1.1.json")
+    features, stats = convert_examples(data.examples, tfbert.BertTokenizer("vocab.txt"),
+                                       max_seq_length=384, doc_stride=128, max_query_length=64)
+    ds = make_dataset(features, batch_size=32, training=True)   # (inputs, start/end labels)
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from __future__ import annotations
 import bisect
 import collections
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -323,9 +331,11 @@ def _hash_int(text: str) -> int:
     return int.from_bytes(hashlib.md5(text.encode("utf-8")).digest()[:8], "big")
 
 
-def _builtin_candidates() -> list[QAExample]:
-    """One cloze question per eligible People's Daily paragraph, in file order (all splits)."""
-    examples: list[QAExample] = []
+@functools.lru_cache(maxsize=1)
+def _builtin_questions() -> tuple[tuple[str, str, str, str, int], ...]:
+    """(id, question, paragraph, answer, answer_start): one cloze question per eligible People's
+    Daily paragraph (20-400 characters, first occurrence), in file order, all splits."""
+    out = []
     seen: set[str] = set()
     for line, pairs in enumerate(corpora.people_daily_tagged()):
         paragraph, entities = paragraph_entities(pairs)
@@ -339,14 +349,10 @@ def _builtin_candidates() -> list[QAExample]:
             question = cloze_question(paragraph, start, end, kind)
             if len(question) - len(WH_WORDS[kind]) - 1 >= 4:
                 questions.append((start, end, question))
-        if not questions:
-            continue
-        start, end, question = questions[_hash_int(paragraph) % len(questions)]
-        examples.append(QAExample(
-            qas_id=f"pd{line:05d}", question=question, context=paragraph,
-            answers=[{"text": paragraph[start:end], "answer_start": start}],
-            title="people_daily_199801"))
-    return examples
+        if questions:
+            start, end, question = questions[_hash_int(paragraph) % len(questions)]
+            out.append((f"pd{line:05d}", question, paragraph, paragraph[start:end], start))
+    return tuple(out)
 
 
 def builtin_qa_examples(split: str, version_2_with_negative: bool = False) -> list[QAExample]:
@@ -363,7 +369,10 @@ def builtin_qa_examples(split: str, version_2_with_negative: bool = False) -> li
     """
     if split not in BUILTIN_SPLITS:
         raise ValueError(f"split must be one of {BUILTIN_SPLITS}, got {split!r}")
-    examples = [ex for ex in _builtin_candidates() if corpora.stable_split(ex.context) == split]
+    examples = [QAExample(qas_id, question, context, [{"text": text, "answer_start": start}],
+                          title="people_daily_199801")
+                for qas_id, question, context, text, start in _builtin_questions()
+                if corpora.stable_split(context) == split]
     if not version_2_with_negative:
         return examples
     out = []
@@ -442,9 +451,11 @@ def tokenize_examples(examples: Sequence[QAExample], tokenizer: Any,
         batch_size: int. Strings per tokenizer call.
     """
     import tensorflow as tf
+    from tqdm import tqdm
 
     out: list[TokenizedExample] = []
-    for i in range(0, len(examples), batch_size):
+    for i in tqdm(range(0, len(examples), batch_size), desc="tokenizing questions and contexts",
+                  unit="batch", disable=None, leave=False):
         batch = examples[i:i + batch_size]
         queries = tokenizer.tokenize(tf.constant([ex.question for ex in batch])).to_list()
         ids, starts, ends = tokenizer.tokenize_with_offsets(
@@ -520,6 +531,7 @@ def make_features(examples: Sequence[QAExample], tokenized: Sequence[TokenizedEx
                          f"max_query_length {max_query_length} + 3 special tokens")
     stats = collections.Counter(examples=len(examples))
     features: list[QAFeature] = []
+    no_tokens: list[str] = []  # questions whose answer covers no word piece
     for example_index, (ex, tok) in enumerate(zip(examples, tokenized, strict=True)):
         query = tok.query_ids[:max_query_length]
         stats["truncated_questions"] += len(tok.query_ids) > max_query_length
@@ -528,9 +540,7 @@ def make_features(examples: Sequence[QAExample], tokenized: Sequence[TokenizedEx
         if char_span is not None:
             answer_tokens = char_span_to_tokens(tok.doc_starts, tok.doc_ends, *char_span)
             if answer_tokens is None:
-                stats["answers_without_tokens"] += 1
-                logger.warning("question %r: answer %r covers no word piece of its context",
-                               ex.qas_id, ex.answers[0]["text"])
+                no_tokens.append(ex.qas_id)
         offset = len(query) + 2  # [CLS] question [SEP]
         spans = window_spans(len(tok.doc_ids), max_seq_length - offset - 1, doc_stride)
         for window_index, (start, length) in enumerate(spans):
@@ -559,6 +569,11 @@ def make_features(examples: Sequence[QAExample], tokenized: Sequence[TokenizedEx
                                       segment_ids, start_char, end_char, max_context,
                                       start_position, end_position))
     stats["features"] = len(features)
+    if no_tokens:
+        stats["answers_without_tokens"] = len(no_tokens)
+        logger.warning("%d answer(s) cover no word piece of their context (only whitespace or "
+                       "dropped characters; trained as no answer): %s", len(no_tokens),
+                       ", ".join(no_tokens[:10]) + (", ..." if len(no_tokens) > 10 else ""))
     return features, dict(stats)
 
 

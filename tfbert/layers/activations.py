@@ -40,7 +40,7 @@ def get_activation(name: str) -> Callable:
         name: str. One of "gelu", "gelu_tanh", "relu", "silu", "tanh".
 
     Example:
-    >>> get_activation("gelu_tanh")(keras.ops.ones((2,))).shape
+    >>> tuple(get_activation("gelu_tanh")(keras.ops.ones((2,))).shape)
     (2,)
     """
     if name not in ACTIVATION_FUNCTIONS:

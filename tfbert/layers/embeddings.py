@@ -33,7 +33,7 @@ class BertEmbeddings(keras.layers.Layer):
     Example:
     >>> layer = BertEmbeddings(vocab_size=100, hidden_size=32, max_position_embeddings=64,
     ...                        type_vocab_size=2)
-    >>> layer(ops.ones((2, 8), "int32"), ops.zeros((2, 8), "int32")).shape
+    >>> tuple(layer(ops.ones((2, 8), "int32"), ops.zeros((2, 8), "int32")).shape)
     (2, 8, 32)
     """
 

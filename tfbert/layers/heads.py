@@ -42,7 +42,7 @@ class MaskedLMHead(keras.layers.Layer):
     Example:
     >>> table = keras.layers.Embedding(100, 32)
     >>> head = MaskedLMHead(100, 32, token_embedding=table)
-    >>> head(ops.ones((2, 8, 32)), ops.zeros((2, 3), "int32")).shape
+    >>> tuple(head(ops.ones((2, 8, 32)), ops.zeros((2, 3), "int32")).shape)
     (2, 3, 100)
     """
 

@@ -54,7 +54,7 @@ class BertTransformerLayer(keras.layers.Layer):
 
     Example:
     >>> block = BertTransformerLayer(hidden_size=32, num_attention_heads=4, intermediate_size=64)
-    >>> block(ops.ones((2, 8, 32))).shape
+    >>> tuple(block(ops.ones((2, 8, 32))).shape)
     (2, 8, 32)
     """
 

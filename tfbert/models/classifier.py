@@ -33,7 +33,7 @@ class BertClassifier(BertTask):
     ...                                  num_attention_heads=4, intermediate_size=64))
     >>> model = BertClassifier(encoder, num_classes=3, head_hidden_layers=1, head_hidden_size=64)
     >>> ones = keras.ops.ones((2, 8), "int32")
-    >>> model({"input_ids": ones, "input_mask": ones, "segment_ids": ones * 0}).shape
+    >>> tuple(model({"input_ids": ones, "input_mask": ones, "segment_ids": ones * 0}).shape)
     (2, 3)
     """
 

@@ -30,8 +30,8 @@ class BertTokenClassifier(BertTask):
     >>> encoder = BertEncoder(BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
     ...                                  num_attention_heads=4, intermediate_size=64))
     >>> ones = keras.ops.ones((2, 8), "int32")
-    >>> BertTokenClassifier(encoder, num_classes=7)(
-    ...     {"input_ids": ones, "input_mask": ones, "segment_ids": ones * 0}).shape
+    >>> model = BertTokenClassifier(encoder, num_classes=7)
+    >>> tuple(model({"input_ids": ones, "input_mask": ones, "segment_ids": ones * 0}).shape)
     (2, 8, 7)
     """
 

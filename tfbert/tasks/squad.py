@@ -10,6 +10,20 @@ character of the end token (the tokenizer's offsets), so casing, accents and spa
 written. SQuAD v2.0: the null score is the smallest [CLS] start + end logit over the windows; the
 question is answered "" when null score - best span score > `null_score_diff_threshold` (that
 difference is written to null_odds.json).
+
+`run_squad(SquadConfig)` reads the data (the built-in People's Daily QA set when no file is
+given), windows it, fine-tunes a BertSpanLabeler with the shared runner
+(`tfbert.training.finetune`, best dev F1 kept), and writes to output_dir:
+
+    results.json                 {"dev": {"exact_match", "f1", "total", "missing", "scoring",
+                                  v2.0: "HasAns_*", "NoAns_*", "best_f1", "best_f1_threshold",..},
+                                  "test": {...}, "train": {"history", "best_epoch", ...},
+                                  "data": {split: feature counts and data problems}}
+    predictions.json             question id -> answer text (test split, else dev)
+    {split}_predictions.json, {split}_nbest_predictions.json, {split}_null_odds.json (v2.0)
+    model/                       tfbert format; tfbert.json metadata task "qa", max_seq_length,
+                                 max_query_length, doc_stride, max_answer_length,
+                                 version_2_with_negative, lower_case
 """
 
 from __future__ import annotations
@@ -258,6 +272,11 @@ def load_data(config: SquadConfig) -> dict[str, Any]:
             continue
         data = qa_data.read_squad_json(path, config.on_bad_answer)
         data.examples = config.limit(data.examples, split)
+        impossible = [ex.qas_id for ex in data.examples if ex.is_impossible]
+        if impossible and not config.version_2_with_negative:
+            raise ValueError(f"{path}: {len(impossible)} question(s) are marked is_impossible "
+                             f"(e.g. {impossible[0]!r}); SQuAD v2.0 data needs "
+                             "version_2_with_negative")
         logger.info("%s: %d questions from %s", split, len(data.examples), path)
         splits[split] = data
     return splits
