@@ -34,7 +34,8 @@ def _model(seed: int = 1) -> keras.Model:
 def _data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
     # Rows of very different scale: gradients well above the clip norm, per-batch norms differ.
-    x = rng.normal(size=(n, 8)).astype("float32") * np.linspace(0.1, 10, n, dtype="float32")[:, None]
+    scale = np.linspace(0.1, 10, n, dtype="float32")[:, None]
+    x = rng.normal(size=(n, 8)).astype("float32") * scale
     y = rng.normal(size=(n, 1)).astype("float32") * 5
     return x, y
 

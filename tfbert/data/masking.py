@@ -9,9 +9,10 @@ The procedure is the reference's `create_masked_lm_predictions`, on batches of p
   exactly `masked_lm_prob` at every length; the reference rounds to nearest), at least 1, at
   most `max_predictions_per_seq`;
 - groups: each token is a group, or with whole-word masking a word is (a token plus its `##`
-  pieces, or all tokens whose first character lies inside one jieba word). Groups are visited
-  in a random order and taken whole while they fit the budget; a group that does not fit is
-  skipped (the reference's rule), so a word is never cut by the cap;
+  pieces, or all tokens whose first character lies inside one jieba word). A word holding a
+  token that cannot be predicted (an `[UNK]` inside a jieba word) is not a candidate. Groups
+  are visited in a random order and taken whole while they fit the budget; a group that does
+  not fit is skipped (the reference's rule), so no word is ever masked in part;
 - each chosen token independently: 80% `[MASK]`, 10% a random non-special vocab token, 10%
   unchanged; positions sorted, padded with 0 / weight 0 up to P.
 
@@ -107,6 +108,10 @@ class DynamicMasker:
         self.random_token_rate = random_token_rate
         self.mask_id = list(vocab).index("[MASK]")
         self.special = tf.constant(special)  # [V]
+        structural = np.zeros(len(vocab), bool)
+        structural[[list(vocab).index(t) for t in ("[CLS]", "[SEP]", "[PAD]")
+                    if t in vocab]] = True
+        self.structural = tf.constant(structural)  # [V]
         self.random_ids = tf.constant(np.flatnonzero(~special).astype(np.int32))  # [R]
 
     def __call__(self, input_ids: tf.Tensor, seed: tf.Tensor,
@@ -131,16 +136,23 @@ class DynamicMasker:
         positions = tf.range(length)[None, :]  # [1, T]
 
         eligible = tf.logical_not(tf.gather(self.special, input_ids))  # [B, T]
-        previous = tf.pad(eligible[:, :-1], [[0, 0], [1, 0]])
-        start = tf.ones_like(eligible) if word_start is None else tf.cast(word_start, tf.bool)
-        start = tf.logical_and(eligible, tf.logical_or(start, tf.logical_not(previous)))
+        # Words live between [CLS]/[SEP]/[PAD]; a word holding an unpredictable token (e.g.
+        # [UNK]) is not a candidate at all, so no word is ever masked in part.
+        inside = tf.logical_not(tf.gather(self.structural, input_ids))  # [B, T]
+        previous = tf.pad(inside[:, :-1], [[0, 0], [1, 0]])
+        start = tf.ones_like(inside) if word_start is None else tf.cast(word_start, tf.bool)
+        start = tf.logical_and(inside, tf.logical_or(start, tf.logical_not(previous)))
 
-        # Group of each token (1-based within its row; 0 for ineligible) and group sizes.
-        group = tf.cumsum(tf.cast(start, tf.int32), axis=1) * tf.cast(eligible, tf.int32)
+        # Group of each token (1-based within its row; 0 outside words) and group sizes.
+        group = tf.cumsum(tf.cast(start, tf.int32), axis=1) * tf.cast(inside, tf.int32)
         slots = length + 1
         segment = group + tf.range(batch)[:, None] * slots  # [B, T], unique per (row, group)
-        sizes = tf.math.unsorted_segment_sum(tf.cast(eligible, tf.int32), segment,
+        sizes = tf.math.unsorted_segment_sum(tf.cast(inside, tf.int32), segment,
                                              batch * slots)  # [B * (T+1)]
+        blocked = tf.math.unsorted_segment_max(
+            tf.cast(tf.logical_and(inside, tf.logical_not(eligible)), tf.int32), segment,
+            batch * slots)  # [B * (T+1)], 1 where a word holds an unpredictable token
+        start = tf.logical_and(start, tf.equal(tf.gather(blocked, segment), 0))
         size_at = tf.where(start, tf.gather(sizes, segment), 0)  # [B, T], size at group starts
 
         # Budget: masked_lm_prob of the eligible tokens, stochastically rounded, in [1, P].

@@ -82,20 +82,25 @@ class PretrainingTransform:
         return (tf.gather(flat_ids, index), tf.cast(packed["input_mask"], tf.int32),
                 tf.cast(packed["segment_ids"], tf.int32), tf.gather(flat_flags, index))
 
-    def _word_starts(self, texts: tf.Tensor, word_starts: tf.RaggedTensor):
-        """Token ids and, per token, whether it starts a whole-masking word."""
+    def _tokenize(self, features: dict):
+        """Token ids of A and B (one tokenizer call for both) and, per token, whether it
+        starts a whole-masking word."""
+        batch = tf.shape(features["text_a"])[0]
+        texts = tf.concat([features["text_a"], features["text_b"]], axis=0)  # [2B]
         if not self.whole_word_mask:
-            ids = self.tokenizer.tokenize(texts)
-            return ids, tf.ones_like(ids, tf.bool)
-        ids, starts, _ = self.tokenizer.tokenize_with_offsets(texts)
-        new_word = tf.logical_not(tf.gather(self.continuation, ids.flat_values))
-        in_words = tokens_starting_words(starts, word_starts)
-        return ids, ids.with_flat_values(tf.logical_and(new_word, in_words.flat_values))
+            ids = self.tokenizer.tokenize(texts)  # [2B, (tokens)]
+            flags = tf.ones_like(ids, tf.bool)
+        else:
+            ids, starts, _ = self.tokenizer.tokenize_with_offsets(texts)
+            word_starts = tf.concat([features["word_starts_a"], features["word_starts_b"]], 0)
+            new_word = tf.logical_not(tf.gather(self.continuation, ids.flat_values))
+            in_words = tokens_starting_words(starts, word_starts)
+            flags = ids.with_flat_values(tf.logical_and(new_word, in_words.flat_values))
+        return ids[:batch], ids[batch:], flags[:batch], flags[batch:]
 
     def __call__(self, features: dict, seed: tf.Tensor) -> dict[str, tf.Tensor]:
         """features: parsed records (`records.parse_examples`) [B]; seed: int [2]."""
-        ids_a, flags_a = self._word_starts(features["text_a"], features["word_starts_a"])
-        ids_b, flags_b = self._word_starts(features["text_b"], features["word_starts_b"])
+        ids_a, ids_b, flags_a, flags_b = self._tokenize(features)
         input_ids, input_mask, segment_ids, word_start = self._pack(ids_a, ids_b, flags_a,
                                                                     flags_b)
         masked = self.masker(input_ids, seed, word_start if self.whole_word_mask else None)
@@ -190,6 +195,7 @@ def pretraining_dataset(
 
     static_batch = batch_size if drop_remainder else None
 
+    @tf.autograph.experimental.do_not_convert
     def make(serialized, mask_seed):
         out = transform(records_lib.parse_examples(serialized), mask_seed)
         for name, value in out.items():

@@ -153,56 +153,59 @@ def _file_info(path: str) -> tuple[str, int]:
 
 
 def _checked_records(path: tf.Tensor, expected: tf.Tensor, compression: tf.Tensor,
-                     skip_corrupt: bool) -> tf.data.Dataset:
-    """The records of one file, followed by an in-graph check that all its bytes were read."""
+                     skip_corrupt: bool, block: int = 256) -> tf.data.Dataset:
+    """The records of one file, with an in-graph check at its end that all bytes were read.
+
+    Records are counted in blocks of `block` (cheap per record); an empty block flagged as
+    the end follows the file's last block and carries the check.
+    """
     records = tf.data.TFRecordDataset(path, compression_type=compression,
-                                      buffer_size=1 << 20).ignore_errors()
-    end = tf.data.Dataset.from_tensors((tf.constant(b""), True))
+                                      buffer_size=1 << 20).ignore_errors().batch(block)
+    end = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), True))
     flagged = records.map(lambda r: (r, False)).concatenate(end)
 
+    @tf.autograph.experimental.do_not_convert
     def count(state, item):
         num_bytes, num_records = state
-        record, is_end = item
-        added = tf.cast(tf.strings.length(record), tf.int64) + _RECORD_OVERHEAD
-        num_bytes += tf.where(is_end, tf.constant(0, tf.int64), added)
-        num_records += tf.where(is_end, tf.constant(0, tf.int64), 1)
-        return (num_bytes, num_records), (record, is_end, num_bytes, num_records)
+        block_records, is_end = item
+        num_bytes += tf.reduce_sum(tf.cast(tf.strings.length(block_records), tf.int64))
+        num_bytes += _RECORD_OVERHEAD * tf.size(block_records, out_type=tf.int64)
+        num_records += tf.size(block_records, out_type=tf.int64)
+        return (num_bytes, num_records), (block_records, is_end, num_bytes, num_records)
 
-    zero = tf.constant(0, tf.int64)
-    counted = flagged.scan((zero, zero), count)
-
-    def check(record, is_end, num_bytes, num_records):
+    @tf.autograph.experimental.do_not_convert
+    def check(block_records, is_end, num_bytes, num_records):
         # A gzip trailer holds the uncompressed size modulo 2^32.
         read = tf.where(tf.equal(compression, "GZIP"), num_bytes % (1 << 32), num_bytes)
         ok = tf.logical_or(tf.logical_not(is_end), tf.equal(read, expected))
-        lost = tf.maximum(expected - read, 0)
-        per_record = tf.maximum(num_bytes // tf.maximum(num_records, 1), 1)
-        plain = tf.strings.format(
-            "TFRecord file {} is corrupt or truncated: read {} records ({} bytes) of the {} "
-            "bytes it holds; {} bytes (about {} records) lost",
-            (path, num_records, read, expected, lost, (lost + per_record - 1) // per_record))
-        gzip = tf.strings.format(
-            "GZIP TFRecord file {} is corrupt or truncated: read {} records ({} uncompressed "
-            "bytes), the rest of the file is lost (its gzip trailer gives {} bytes)",
-            (path, num_records, read, expected))
-        message = tf.where(tf.equal(compression, "GZIP"), gzip, plain)
-        if skip_corrupt:
-            def warn():
-                tf.print("WARNING tfbert.data.records: skipping the rest of a bad file.",
-                         message, output_stream=sys.stderr)
+
+        def fail():
+            lost = tf.maximum(expected - read, 0)
+            per_record = tf.maximum(num_bytes // tf.maximum(num_records, 1), 1)
+            plain = tf.strings.format(
+                "TFRecord file {} is corrupt or truncated: read {} records ({} bytes) of the {} "
+                "bytes it holds; {} bytes (about {} records) lost",
+                (path, num_records, read, expected, lost, (lost + per_record - 1) // per_record))
+            gzip = tf.strings.format(
+                "GZIP TFRecord file {} is corrupt or truncated: read {} records ({} "
+                "uncompressed bytes), the rest of the file is lost (its gzip trailer gives {} "
+                "bytes)", (path, num_records, read, expected))
+            message = tf.where(tf.equal(compression, "GZIP"), gzip, plain)
+            if skip_corrupt:
+                report = tf.print("WARNING tfbert.data.records: skipping the rest of a bad file.",
+                                  message, output_stream=sys.stderr)
+            else:
+                hint = " (pass skip_corrupt=True to skip the rest of such files with a warning)"
+                report = tf.debugging.Assert(False, [message + hint])
+            with tf.control_dependencies([report]):
                 return tf.constant(True)
 
-            done = tf.cond(ok, lambda: tf.constant(True), warn)
-            with tf.control_dependencies([done]):
-                return tf.identity(record), is_end
-        hint = " (pass skip_corrupt=True to skip the rest of such files with a warning)"
-        assertion = tf.debugging.Assert(ok, [message + hint])
-        with tf.control_dependencies([assertion]):
-            return tf.identity(record), is_end
+        done = tf.cond(ok, lambda: tf.constant(True), fail)
+        with tf.control_dependencies([done]):
+            return tf.identity(block_records)
 
-    return (counted.map(check)
-            .filter(lambda record, is_end: tf.logical_not(is_end))
-            .map(lambda record, is_end: record))
+    zero = tf.constant(0, tf.int64)
+    return flagged.scan((zero, zero), count).map(check).unbatch()
 
 
 def read_records(files: Sequence[str], *, shuffle_files: bool = False, seed: int | None = None,

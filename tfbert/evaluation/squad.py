@@ -257,6 +257,12 @@ def evaluate(gold: Mapping[str, Sequence[str]], predictions: Mapping[str, str],
     Returns:
         dict with `exact_match` and `f1` (percent), `total`, `missing`, `scoring`, and the v2.0
         breakdown when asked.
+
+    Example:
+    >>> evaluate({"q1": ["Denver Broncos"]}, {"q1": "the Denver Broncos!"})["exact_match"]
+    100.0
+    >>> round(evaluate({"q1": ["北京天安门"]}, {"q1": "北京"})["f1"], 2)  # CMRC: characters
+    57.14
     """
     if scoring == "auto":
         scoring = detect_scoring(gold)

@@ -105,6 +105,13 @@ class ExportSpec:
         return self.task == "qa" or self.pair
 
 
+class _Untracked:
+    """A plain holder: tf.Module does not look inside it for things to save."""
+
+    def __init__(self, **items: Any) -> None:
+        self.__dict__.update(items)
+
+
 class BertServingModule(tf.Module):
     """The exported object: the Keras model, the tokenizer and packer, and the signatures.
 
@@ -118,15 +125,19 @@ class BertServingModule(tf.Module):
         super().__init__(name="bert_serving")
         import tfbert
 
-        self.model = model
-        # Keras 3 variables reach the SavedModel's object graph through this list, which is
-        # what lets tf.lite and other readers of the SavedModel find them as variables.
+        # Only the variables, the vocab asset and the signatures are tracked: the Keras model,
+        # tokenizer and packer are used by the traced functions but not saved as objects
+        # (their graph is in the functions; the tokenizer's tables are constants). Keras 3
+        # variables reach the object graph through this list, as keras.export does it, which
+        # is also what lets tf.lite find them as variables.
         self._model_variables = [v.value for v in model.variables]
         self.vocab = tf.saved_model.Asset(vocab_file)
-        self.spec = spec
-        self.tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=spec.lower_case)
-        self.packer = tfbert.BertPacker.from_tokenizer(self.tokenizer, spec.seq_length)
-        vocab = self.tokenizer.vocab
+        self._objects = _Untracked(model=model, spec=spec,
+                                   tokenizer=tfbert.BertTokenizer(vocab_file,
+                                                                  lower_case=spec.lower_case))
+        self._objects.packer = tfbert.BertPacker.from_tokenizer(self._objects.tokenizer,
+                                                                spec.seq_length)
+        vocab = self._objects.tokenizer.vocab
         self._continuation = tf.constant([t.startswith("##") for t in vocab])  # [V]
         labels = spec.labels or []
         self._label_names = tf.constant(labels or [""], tf.string)
@@ -147,6 +158,10 @@ class BertServingModule(tf.Module):
             text_spec.append(tf.TensorSpec([None], tf.string, name="text_b"))
         self.serve_text = tf.function(self._serve_text, input_signature=text_spec)
 
+    @property
+    def _spec(self) -> ExportSpec:
+        return self._objects.spec
+
     # --- signatures ------------------------------------------------------------------------------
 
     def _serve_ids(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
@@ -164,8 +179,8 @@ class BertServingModule(tf.Module):
     # --- pieces ----------------------------------------------------------------------------------
 
     def _run_model(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        outputs = self.model(inputs, training=False)
-        task = self.spec.task
+        outputs = self._objects.model(inputs, training=False)
+        task = self._spec.task
         if task in ("classification", "ner"):
             return {"logits": tf.cast(outputs, tf.float32)}
         if task == "qa":
@@ -176,12 +191,12 @@ class BertServingModule(tf.Module):
     def _preprocess(self, text: tf.Tensor, text_b: tf.Tensor | None
                     ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
         """Strings -> packed ids [B, T] and, per packed position, the character span [B, T]."""
-        spec = self.spec
-        ids_a, starts_a, ends_a = self.tokenizer.tokenize_with_offsets(text)  # [B, (P)]
+        spec = self._spec
+        ids_a, starts_a, ends_a = self._objects.tokenizer.tokenize_with_offsets(text)  # [B, (P)]
         if text_b is None:
-            packed = self.packer(ids_a)
+            packed = self._objects.packer(ids_a)
             return packed, self._char_spans(packed, (starts_a, ends_a), None)
-        ids_b, starts_b, ends_b = self.tokenizer.tokenize_with_offsets(text_b)
+        ids_b, starts_b, ends_b = self._objects.tokenizer.tokenize_with_offsets(text_b)
         if spec.task == "qa":
             # As in training: the question is cut to max_query_length pieces and the context
             # to what fits after it (the first window).
@@ -189,7 +204,7 @@ class BertServingModule(tf.Module):
             ids_a, starts_a, ends_a = (_ragged_head(x, keep_a) for x in (ids_a, starts_a, ends_a))
             keep_b = tf.maximum(spec.seq_length - 3 - keep_a, 0)
             ids_b, starts_b, ends_b = (_ragged_head(x, keep_b) for x in (ids_b, starts_b, ends_b))
-        packed = self.packer((ids_a, ids_b))
+        packed = self._objects.packer((ids_a, ids_b))
         return packed, self._char_spans(packed, (starts_a, ends_a), (starts_b, ends_b))
 
     def _char_spans(self, packed: dict[str, tf.Tensor], a: tuple, b: tuple | None
@@ -199,24 +214,25 @@ class BertServingModule(tf.Module):
         Packing is `[CLS] a [SEP] (b [SEP])`, cut from the end of each segment, so piece j of
         segment a sits at position 1 + j and piece j of b at len(a) + 2 + j.
         """
+        t = self._spec.seq_length
         la, lb = _segment_lengths(packed)  # [B]
-        pos = tf.range(self.spec.seq_length)[tf.newaxis, :]  # [1, T]
+        pos = tf.range(t)[tf.newaxis, :]  # [1, T]
         in_a = (pos >= 1) & (pos <= la[:, None])
-        idx_a = tf.clip_by_value(pos - 1, 0, self.spec.seq_length - 1) + tf.zeros_like(la)[:, None]
-        start = tf.where(in_a, _take(a[0], idx_a, self.spec.seq_length), -1)
-        end = tf.where(in_a, _take(a[1], idx_a, self.spec.seq_length), -1)
+        idx_a = tf.clip_by_value(pos - 1, 0, t - 1) + tf.zeros_like(la)[:, None]
+        start = tf.where(in_a, _take(a[0], idx_a, t), -1)
+        end = tf.where(in_a, _take(a[1], idx_a, t), -1)
         if b is not None:
             in_b = (pos >= la[:, None] + 2) & (pos <= (la + lb)[:, None] + 1)
-            idx_b = tf.clip_by_value(pos - la[:, None] - 2, 0, self.spec.seq_length - 1)
-            start = tf.where(in_b, _take(b[0], idx_b, self.spec.seq_length), start)
-            end = tf.where(in_b, _take(b[1], idx_b, self.spec.seq_length), end)
+            idx_b = tf.clip_by_value(pos - la[:, None] - 2, 0, t - 1)
+            start = tf.where(in_b, _take(b[0], idx_b, t), start)
+            end = tf.where(in_b, _take(b[1], idx_b, t), end)
         return {"starts": start, "ends": end}  # int32 [B, T]
 
     # --- task outputs ----------------------------------------------------------------------------
 
     def _decode(self, inputs: dict[str, tf.Tensor], outputs: dict[str, tf.Tensor],
                 chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
-        task = self.spec.task
+        task = self._spec.task
         if task == "classification":
             logits = outputs["logits"]  # [B, C]
             label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B]
@@ -230,7 +246,7 @@ class BertServingModule(tf.Module):
 
     def _decode_ner(self, inputs: dict[str, tf.Tensor], logits: tf.Tensor,
                     chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
-        t = self.spec.seq_length
+        t = self._spec.seq_length
         la, _ = _segment_lengths(inputs)
         pos = tf.range(t)[tf.newaxis, :]  # [1, T]
         on_text = (pos >= 1) & (pos <= la[:, None])  # [B, T]
@@ -289,7 +305,7 @@ class BertServingModule(tf.Module):
 
     def _decode_qa(self, inputs: dict[str, tf.Tensor], outputs: dict[str, tf.Tensor],
                    chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
-        spec = self.spec
+        spec = self._spec
         t = spec.seq_length
         start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]  # [B, T]
         la, lb = _segment_lengths(inputs)
@@ -351,8 +367,11 @@ def _take(values: tf.RaggedTensor, index: tf.Tensor, width: int) -> tf.Tensor:
 
 def _ragged_head(values: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
     """The first keep[b] items of each row of a ragged [B, (P)] tensor."""
-    positions = tf.ragged.range(values.row_lengths())  # [B, (P)]
-    return tf.ragged.boolean_mask(values, positions < tf.cast(keep, positions.dtype)[:, None])
+    starts = values.row_starts()
+    keep = tf.minimum(tf.cast(keep, starts.dtype), values.row_lengths())
+    index = tf.ragged.range(starts, starts + keep).flat_values
+    return tf.RaggedTensor.from_row_lengths(tf.gather(values.flat_values, index), keep,
+                                            validate=False)
 
 
 def _top_k_mask(logits: tf.Tensor, k: int) -> tf.Tensor:

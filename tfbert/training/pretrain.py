@@ -339,15 +339,15 @@ def check_vocab_size(vocab_size: int, vocab_file: str, bert_config: BertConfig,
             f"made for, or a config with vocab_size {vocab_size}.")
 
 
-def _check_records(files: str, what: str, at_least: int = 1) -> int:
-    """Counts records (up to `at_least`) and raises ValueError when there are too few."""
+def _check_records(files: str, what: str, at_least: int = 1, minimum: int = 1) -> int:
+    """Counts records, up to `at_least`; raises ValueError when there are under `minimum`."""
     from tfbert.data import records
 
     paths = records.expand_file_pattern(files)
     found = int(records.read_records(paths).take(at_least).reduce(0, lambda n, _: n + 1))
-    if found < at_least:
+    if found < minimum:
         raise ValueError(f"{what} {files!r} holds {found} records ({len(paths)} files); "
-                         f"at least {at_least} needed")
+                         f"at least {minimum} needed")
     return found
 
 
@@ -387,9 +387,11 @@ def _seed_states(model: keras.Model) -> list[Any]:
 
 def make_datasets(config: PretrainConfig, train_files: str, eval_files: str | None,
                   vocab_file: str, lower_case: bool, multi_worker: bool,
-                  skip_steps: int = 0) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
+                  skip_steps: int = 0, eval_batches: int | None = None
+                  ) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
     """The training dataset (Keras batches, positioned after `skip_steps` steps) and the eval
-    dataset (`max_eval_steps` fixed batches, cached so every evaluation sees the same masks).
+    dataset (`max_eval_steps` fixed batches, cached so every evaluation sees the same masks;
+    `eval_batches`, when known, declares how many there are).
 
     The training pipeline always batches `train_batch_size` examples (so the examples and masks
     of a step do not depend on accumulation or replicas), then splits each batch into the k
@@ -414,6 +416,9 @@ def make_datasets(config: PretrainConfig, train_files: str, eval_files: str | No
                                          seed=config.seed + 1, repeat=False, shuffle=False,
                                          **common)
         evaluation = evaluation.take(config.max_eval_steps).cache()
+        if eval_batches:
+            evaluation = evaluation.apply(tf.data.experimental.assert_cardinality(
+                min(eval_batches, config.max_eval_steps)))
     options = tf.data.Options()
     # Every worker replays the same global stream and keeps its share of each batch: the
     # per-step data is then independent of the worker count, and resume-by-replay stays exact.
@@ -435,7 +440,8 @@ def _check_resume(output_dir: str, config: PretrainConfig, bert_config: BertConf
     current = {"bert_config": bert_config.to_dict(),
                "gradient_accumulation_steps": config.gradient_accumulation_steps,
                "train_batch_size": config.train_batch_size, "seed": config.seed,
-               "optimizer": config.optimizer}
+               "optimizer": config.optimizer,
+               "loss_scaling": config.mixed_precision == "float16"}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             previous = json.load(f)
@@ -507,8 +513,11 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
     if bert_config is not None:
         check_vocab_size(len(vocab), vocab_file, bert_config, source)
     _check_records(train_files, "input_file")
+    eval_batches = 0
     if eval_files:
-        _check_records(eval_files, "eval_input_file", at_least=config.eval_batch_size)
+        cap = config.max_eval_steps * config.eval_batch_size
+        eval_batches = _check_records(eval_files, "eval_input_file", at_least=cap,
+                                      minimum=config.eval_batch_size) // config.eval_batch_size
 
     # --- model, optimizer, checkpoint ---
     with dtype_policy(config.mixed_precision), strategy.scope():
@@ -551,7 +560,8 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
         callbacks.append(cb.TensorBoardScalars(progress, os.path.join(output_dir, "logs"),
                                                config.log_steps))
     train_ds, eval_ds = make_datasets(config, train_files, eval_files, vocab_file, lower_case,
-                                      multi_worker, skip_steps=start_step)
+                                      multi_worker, skip_steps=start_step,
+                                      eval_batches=eval_batches)
     remaining = config.num_train_steps - start_step
     train_logs: dict[str, float] = {}
     if remaining > 0:
@@ -571,10 +581,10 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
                 "or raise --num_warmup_steps, or check the input data.")
         if saver.last_saved != progress.step:
             saver.save()
-        train_logs = history.entries[-1] if history.entries else {}
     else:
         logger.info("already trained to step %d (num_train_steps %d); nothing to train",
                     start_step, config.num_train_steps)
+    train_logs = history.entries[-1] if history.entries else {}
 
     # --- results ---
     results = _results(model, eval_ds, train_logs, progress)
@@ -595,8 +605,9 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
 def _results(model: keras.Model, eval_ds: tf.data.Dataset | None, train_logs: dict[str, float],
              progress: cb.TrainingProgress) -> dict[str, Any]:
     names = ("loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy", "next_sentence_accuracy")
+    speed = progress.examples_per_second
     results: dict[str, Any] = {"global_step": progress.step,
-                               "examples_per_second": progress.examples_per_second,
+                               "examples_per_second": speed if math.isfinite(speed) else None,
                                "examples_trained": progress.examples}
     results.update({f"train_{n}": train_logs[n] for n in names if n in train_logs})
     if eval_ds is not None:

@@ -1,0 +1,131 @@
+"""Packs one or two token segments into BERT's input dict, in core TensorFlow ops only.
+
+`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, padded with [PAD] to `seq_length`. A pair that does
+not fit is cut as the reference's `_truncate_seq_pair` does: one token at a time from the end of
+the longer segment (from B when they are equally long). Its closed form, for L = seq_length - 3
+free positions, is
+
+    len_a = min(la, max(L - lb, ceil(L / 2)))
+    len_b = min(lb, max(L - la, floor(L / 2)))
+
+Only core ops (RaggedRange, RaggedTensorToTensor, GatherV2, ...), so exported models load in
+TF Serving 2.12-2.20, whose bundled TF Text lacks newer ops such as `TFText>RoundRobinTrim`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+
+class BertPacker(keras.layers.Layer):
+    """Token segments -> `input_ids`, `input_mask`, `segment_ids` (int32 [B, seq_length]).
+
+    Args:
+        seq_length: int. Length of the packed sequences (>= 2; >= 3 for pairs).
+        cls_id: int. Id of [CLS].
+        sep_id: int. Id of [SEP].
+        pad_id: int. Id of [PAD].
+
+    Example:
+    >>> packer = BertPacker.from_tokenizer(tokenizer, seq_length=128)
+    >>> packer(tokenizer.tokenize(texts))  # one segment
+    >>> packer((tokenizer.tokenize(questions), tokenizer.tokenize(contexts)))  # a pair
+    """
+
+    def __init__(self, seq_length: int, cls_id: int, sep_id: int, pad_id: int, **kwargs: Any):
+        kwargs.setdefault("dtype", "int32")
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self._convert_input_args = False  # keep ragged tensors as they are
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+        if int(seq_length) < 2:
+            raise ValueError(f"seq_length {seq_length} is too short: [CLS] and [SEP] alone need 2")
+        # === Config ===
+        self.seq_length = int(seq_length)
+        self.cls_id, self.sep_id, self.pad_id = int(cls_id), int(sep_id), int(pad_id)
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any, seq_length: int, **kwargs: Any) -> BertPacker:
+        """A packer with the special ids of a `tfbert.BertTokenizer`."""
+        return cls(seq_length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                   pad_id=tokenizer.pad_id, **kwargs)
+
+    def call(self, inputs: Any) -> dict[str, tf.Tensor]:
+        """Packs segments.
+
+        Args:
+            inputs: int [B, (tokens)] (ragged, or dense without padding), or a tuple/list of
+                two of them (segments A and B). A single unbatched [tokens] row also works.
+
+        Returns:
+            dict of int32 `input_ids`, `input_mask`, `segment_ids`, each [B, seq_length]
+            ([seq_length] for an unbatched row).
+        """
+        segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
+        if len(segments) not in (1, 2):
+            raise ValueError(f"BertPacker packs one or two segments, got {len(segments)}")
+        if len(segments) == 2 and self.seq_length < 3:
+            raise ValueError(f"seq_length {self.seq_length} cannot hold a pair "
+                             "([CLS] A [SEP] B [SEP] needs at least 3)")
+        unbatched = not isinstance(segments[0], tf.RaggedTensor) and tf.convert_to_tensor(
+            segments[0]).shape.rank == 1
+        segments = [_as_ragged(s, unbatched) for s in segments]  # int32 [B, (tokens)]
+
+        lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]  # [B] each
+        if len(segments) == 1:
+            keep = [tf.minimum(lengths[0], self.seq_length - 2)]
+        else:
+            free = self.seq_length - 3
+            la, lb = lengths
+            keep = [tf.minimum(la, tf.maximum(free - lb, (free + 1) // 2)),
+                    tf.minimum(lb, tf.maximum(free - la, free // 2))]
+        kept = [_head(s, k) for s, k in zip(segments, keep, strict=True)]  # [B, (kept)]
+
+        batch = tf.shape(lengths[0])[0]
+        cls = tf.fill([batch, 1], self.cls_id)
+        sep = tf.fill([batch, 1], self.sep_id)
+        pieces = [cls, kept[0], sep] + ([kept[1], sep] if len(kept) == 2 else [])
+        pieces = [tf.RaggedTensor.from_tensor(p) if not isinstance(p, tf.RaggedTensor) else p
+                  for p in pieces]
+        ids = tf.concat(pieces, axis=1)  # [B, (n)]
+        type_ids = tf.concat([tf.zeros_like(p) for p in pieces[:3]]
+                             + [tf.ones_like(p) for p in pieces[3:]], axis=1)
+        shape = tf.stack([tf.cast(batch, tf.int64), self.seq_length])
+        out = {
+            "input_ids": ids.to_tensor(default_value=self.pad_id, shape=shape),
+            "input_mask": tf.ones_like(ids).to_tensor(default_value=0, shape=shape),
+            "segment_ids": type_ids.to_tensor(default_value=0, shape=shape),
+        }
+        if unbatched:
+            out = {name: value[0] for name, value in out.items()}
+        return out
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update({"seq_length": self.seq_length, "cls_id": self.cls_id,
+                       "sep_id": self.sep_id, "pad_id": self.pad_id})
+        return config
+
+
+def _as_ragged(x: Any, unbatched: bool) -> tf.RaggedTensor:
+    """int32 ragged [B, (tokens)] (int64 row splits) from ragged or dense token ids."""
+    if not isinstance(x, tf.RaggedTensor):
+        x = tf.convert_to_tensor(x)
+        if x.shape.rank != (1 if unbatched else 2):
+            raise ValueError(f"BertPacker expects token ids [B, (tokens)] or one row [tokens], "
+                             f"got shape {x.shape}")
+        x = tf.RaggedTensor.from_tensor(x[tf.newaxis] if unbatched else x)
+    if x.ragged_rank != 1:
+        raise ValueError(f"BertPacker expects ragged ids [B, (tokens)], got ragged rank "
+                         f"{x.ragged_rank}")
+    return x.with_flat_values(tf.cast(x.flat_values, tf.int32)).with_row_splits_dtype(tf.int64)
+
+
+def _head(x: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
+    """The first keep[i] tokens of each row i."""
+    position = tf.ragged.range(tf.cast(x.row_lengths(), tf.int32))  # [B, (n)]
+    return tf.ragged.boolean_mask(x, position < keep[:, tf.newaxis])

@@ -1,0 +1,72 @@
+"""Raw text to BERT's input dict: `BertTokenizer` then `BertPacker`, usable in `tf.data.map`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from tfbert.text.packer import BertPacker
+from tfbert.text.tokenizer import BertTokenizer
+
+
+class BertPreprocessor(keras.layers.Layer):
+    """Strings (or pairs of strings) -> `input_ids`, `input_mask`, `segment_ids` [B, seq_length].
+
+    Args:
+        vocab_file: str or sequence of str. vocab.txt, or its tokens in id order.
+        seq_length: int. Packed length.
+        lower_case: bool. As for `BertTokenizer`.
+
+    Example:
+    >>> pre = BertPreprocessor("vocab.txt", seq_length=128)
+    >>> pre(tf.constant(["a sentence"]))  # dict of int32 [1, 128]
+    >>> ds = ds.map(lambda a, b, y: (pre((a, b)), y))  # pairs, in tf.data
+    """
+
+    def __init__(self, vocab_file: str | Sequence[str], seq_length: int, lower_case: bool = True,
+                 **kwargs: Any):
+        kwargs.setdefault("dtype", "int32")
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+        # === Layers ===
+        self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+        self.packer = BertPacker.from_tokenizer(self.tokenizer, seq_length)
+        # === Config ===
+        self.seq_length = int(seq_length)
+        self.lower_case = bool(lower_case)
+
+    def call(self, inputs: Any) -> dict[str, tf.Tensor]:
+        """Tokenizes and packs.
+
+        Args:
+            inputs: tf.string [B], or a tuple/list (texts_a [B], texts_b [B]).
+
+        Returns:
+            dict of int32 `input_ids`, `input_mask`, `segment_ids`, each [B, seq_length].
+        """
+        if isinstance(inputs, (tuple, list)):
+            if len(inputs) != 2:
+                raise ValueError(f"BertPreprocessor takes texts or a pair (texts_a, texts_b), "
+                                 f"got {len(inputs)} inputs")
+            texts_a = tf.convert_to_tensor(inputs[0], tf.string)
+            texts_b = tf.convert_to_tensor(inputs[1], tf.string)
+            if texts_a.shape.rank == 0:  # one unbatched pair
+                packed = self.call((texts_a[tf.newaxis], texts_b[tf.newaxis]))
+                return {name: value[0] for name, value in packed.items()}
+            # One tokenizer call for both segments.
+            ids = self.tokenizer.tokenize(tf.concat([texts_a, texts_b], axis=0))  # [2B, (T)]
+            batch = tf.shape(texts_a)[0]
+            return self.packer((ids[:batch], ids[batch:]))
+        return self.packer(self.tokenizer.tokenize(inputs))
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        config.update({"vocab_file": self.tokenizer.vocab, "seq_length": self.seq_length,
+                       "lower_case": self.lower_case})
+        return config
