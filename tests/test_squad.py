@@ -357,7 +357,7 @@ def test_run_squad_cli_v2(tmp_path, tiny_bert_config, chinese_vocab_file):
     cmd = [sys.executable, os.path.join(root, "run_squad.py"), f"--output_dir={out}",
            f"--bert_config_file={tiny_bert_config}", f"--vocab_file={chinese_vocab_file}",
            "--version_2_with_negative", "--max_seq_length=64", "--doc_stride=32",
-           "--max_query_length=24", "--max_train_examples=32", "--max_eval_examples=16",
+           "--max_query_length=24", "--max_train_examples=16", "--max_eval_examples=12",
            "--num_train_epochs=1", "--train_batch_size=16", "--learning_rate=1e-3",
            "--nodo_predict"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -365,12 +365,12 @@ def test_run_squad_cli_v2(tmp_path, tiny_bert_config, chinese_vocab_file):
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     dev = results["dev"]
-    assert dev["total"] == 16 and dev["HasAns_total"] + dev["NoAns_total"] == 16
+    assert dev["total"] == 12 and dev["HasAns_total"] + dev["NoAns_total"] == 12
     assert {"best_f1", "best_f1_threshold", "exact_match", "f1"} <= set(dev)
     assert "test" not in results and results["predictions_split"] == "dev"
     null_odds = json.loads((out / "dev_null_odds.json").read_text(encoding="utf-8"))
     predictions = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
-    assert set(null_odds) == set(predictions) and len(predictions) == 16
+    assert set(null_odds) == set(predictions) and len(predictions) == 12
     for qid, odds in null_odds.items():  # "" exactly where null odds pass the threshold 0
         assert (predictions[qid] == "") == (odds > 0.0)
 

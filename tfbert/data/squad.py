@@ -267,7 +267,7 @@ def paragraph_entities(pairs: Sequence[tuple[str, str]]) -> tuple[str, list[tupl
     surname_end: int | None = None  # end of a lone `nr` word that a given name may follow
     for word, tag in pairs:
         if word.startswith("[") and len(word) > 1:
-            compound_start, compound_entities = pos, []
+            compound_start, compound_entities, surname_end = pos, [], None
             word = word[1:]
         inner, _, outer = tag.partition("]")
         start, pos = pos, pos + len(word)
@@ -288,7 +288,7 @@ def paragraph_entities(pairs: Sequence[tuple[str, str]]) -> tuple[str, list[tupl
                 entities.append((compound_start, pos, _ENTITY_TAGS[outer]))
             else:
                 entities.extend(compound_entities)
-            compound_start = None
+            compound_start, surname_end = None, None
     if compound_start is not None:  # an unclosed bracket: keep what was inside
         entities.extend(compound_entities)
     return "".join(text), entities
@@ -303,7 +303,7 @@ def cloze_question(paragraph: str, start: int, end: int, kind: str) -> str:
     """
     n = len(paragraph)
 
-    def left_break(i: int) -> int:  # first index of the clause that ends before i
+    def left_break(i: int) -> int:  # start of the clause holding position i - 1
         while i > 0 and paragraph[i - 1] not in _CLAUSE_BREAKS:
             i -= 1
         return i

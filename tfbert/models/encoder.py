@@ -1,7 +1,8 @@
 """BertEncoder: the one BERT backbone every task model wraps.
 
 Shape legend: B = batch, T = sequence length, H = hidden size, N = attention heads,
-D = H / N (head size), I = intermediate size, V = vocab size, L = layers.
+D = H / N (head size), I = intermediate size, V = vocab size, L = layers,
+P = max_position_embeddings, S = type_vocab_size.
 
 Variable layout (for checkpoint conversion). Left: the reference name (Google's TF1 checkpoint;
 Hugging Face uses the same path with "." and weight/bias), right: the attribute of a
@@ -9,8 +10,8 @@ Hugging Face uses the same path with "." and weight/bias), right: the attribute 
 `kernel` (HF's torch `weight` is [out, in]: transpose).
 
   bert/embeddings/word_embeddings            embeddings.word_embeddings.embeddings       [V, H]
-  bert/embeddings/position_embeddings        embeddings.position_embeddings.embeddings   [512, H]
-  bert/embeddings/token_type_embeddings      embeddings.token_type_embeddings.embeddings [2, H]
+  bert/embeddings/position_embeddings        embeddings.position_embeddings.embeddings   [P, H]
+  bert/embeddings/token_type_embeddings      embeddings.token_type_embeddings.embeddings [S, H]
   bert/embeddings/LayerNorm/gamma, beta      embeddings.layer_norm.gamma, .beta           [H]
   bert/encoder/layer_{i}/ ...                transformer_layers[i]. ...
     attention/self/query/kernel              attention.query_dense.kernel      [H, N, D]
@@ -42,6 +43,12 @@ Pretraining heads (on `BertPretrainer`):
   (decoder weight)                               tied: embeddings.word_embeddings.embeddings
   cls/seq_relationship/output_weights            nsp_head.kernel [H, 2] (reference is [2, H])
   cls/seq_relationship/output_bias               nsp_head.bias   [2]
+
+Fine-tuning heads (Keras variable path in brackets): BertClassifier `hidden_layers[i]`
+[head_hidden_{i}/kernel, bias] and `output_dense` [logits/kernel [.., C], bias [C]];
+BertTokenClassifier `output_dense` [logits/...]; BertSpanLabeler `output_dense`
+[span_logits/kernel [H, 2], bias [2]] (reference run_squad `cls/squad/output_weights` is [2, H],
+column 0 = start, 1 = end).
 """
 
 from __future__ import annotations
@@ -76,8 +83,12 @@ class FeatureDictModel(keras.Model):
                              f"got keys {sorted(inputs)}")
         return {name: inputs[name] for name in names}
 
-    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
-        return super().__call__(self._select_inputs(inputs), *args, **kwargs)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if args:
+            args = (self._select_inputs(args[0]), *args[1:])
+        elif "inputs" in kwargs:
+            kwargs["inputs"] = self._select_inputs(kwargs["inputs"])
+        return super().__call__(*args, **kwargs)
 
     def call(self, inputs: Any, training: bool | None = None, mask: Any = None) -> Any:
         return super().call(self._select_inputs(inputs), training=training, mask=mask)

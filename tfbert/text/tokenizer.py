@@ -205,6 +205,23 @@ class BertTokenizer(keras.layers.Layer):
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
 
+    def split_words(self, texts: Any) -> tf.RaggedTensor:
+        """The normalized words WordPiece sees (steps 1-4, as the reference's normalizer and
+        pre-tokenizer give them; words over 100 characters included).
+
+        Args:
+            texts: tf.string [B] (or any rank, or ragged).
+
+        Returns:
+            tf.RaggedTensor tf.string [B, (words)].
+        """
+        def split(flat: tf.Tensor) -> tf.RaggedTensor:
+            chars = self._normalize(flat, collapse=False)
+            words, _, _, words_per_text = _words(chars, tf.size(flat, out_type=tf.int64))
+            return tf.RaggedTensor.from_row_lengths(words, words_per_text, validate=False)
+
+        return _map_strings(texts, split)
+
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"vocab_file": self.vocab, "lower_case": self.lower_case})
@@ -252,29 +269,18 @@ class BertTokenizer(keras.layers.Layer):
 
     def _by_words(self, chars: dict, batch_size: tf.Tensor, with_offsets: bool) -> tuple:
         """WordPiece word by word (words split here)."""
-        in_word = ~chars["space"]
-        index = tf.where(in_word)[:, 0]  # [K'] positions of word characters
-        cps = tf.gather(chars["cp"], index)
-        starts = tf.gather(chars["word_start"], index)
-        word_of_char = tf.cumsum(tf.cast(starts, tf.int64)) - 1  # [K']
-        num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
-        word_chars = tf.RaggedTensor.from_value_rowids(cps, word_of_char, nrows=num_words,
-                                                       validate=False)  # [W, (chars)]
-        words = tf.strings.unicode_encode(word_chars, "UTF-8")  # [W]
+        words, word_chars, index, words_per_text = _words(chars, batch_size)
         pieces, byte_starts, byte_ends = self._wordpiece_words.tokenize_with_offsets(words)
-        word_row = tf.boolean_mask(tf.gather(chars["row"], index), starts)  # [W]
-        words_per_text = tf.math.unsorted_segment_sum(tf.ones_like(word_row), word_row,
-                                                      batch_size)  # [B]
         ids = tf.RaggedTensor.from_row_lengths(pieces, words_per_text,
                                                validate=False).merge_dims(1, 2)  # [B, (P)]
         if not with_offsets:
             return (ids,)
-        char_bytes = _exclusive_byte_cumsum(cps)  # [K' + 1]
+        char_bytes = _exclusive_byte_cumsum(word_chars.flat_values)  # [K' + 1]
         base = tf.gather(tf.gather(char_bytes, word_chars.row_starts()), pieces.value_rowids())
         first, last = _piece_chars(char_bytes, base, byte_starts, byte_ends)
         return ids, tf.gather(index, first), tf.gather(index, last)
 
-    def _normalize(self, texts: tf.Tensor) -> dict[str, tf.Tensor]:
+    def _normalize(self, texts: tf.Tensor, collapse: bool = True) -> dict[str, tf.Tensor]:
         """Steps 1-4 over the code points of a batch of strings.
 
         Legend: B texts, N code points in, K normalized code points (separators included).
@@ -306,7 +312,8 @@ class BertTokenizer(keras.layers.Layer):
         boundary = tf.concat([[True], (alone | space)[:-1] | tf.not_equal(row[1:], row[:-1])], 0)
         out = {"cp": cp, "row": row, "src": src, "space": space,
                "word_start": ~space & (alone | boundary)}
-        out = _collapse_long_words(out, self._placeholder)
+        if collapse:
+            out = _collapse_long_words(out, self._placeholder)
         out["text_start"] = chars.row_starts()
         out["unsafe"] = tf.reduce_any(tf.not_equal(_bits(cp_info, _UNSAFE), 0))
         return out
@@ -394,6 +401,24 @@ def _piece_chars(char_bytes: tf.Tensor, base: tf.Tensor, byte_starts: tf.RaggedT
     last = base + tf.cast(byte_ends.flat_values, tf.int64) - 1
     return (tf.searchsorted(char_bytes, first, side="right", out_type=tf.int64) - 1,
             tf.searchsorted(char_bytes, last, side="right", out_type=tf.int64) - 1)
+
+
+def _words(chars: dict, batch_size: tf.Tensor) -> tuple:
+    """Words from normalized characters.
+
+    Returns:
+        (words tf.string [W], their code points ragged [W, (chars)], index [K'] of each word
+        character among the K normalized ones, words per text int64 [B]).
+    """
+    index = tf.where(~chars["space"])[:, 0]  # [K'] positions of word characters
+    starts = tf.gather(chars["word_start"], index)
+    word_of_char = tf.cumsum(tf.cast(starts, tf.int64)) - 1  # [K']
+    num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
+    word_chars = tf.RaggedTensor.from_value_rowids(tf.gather(chars["cp"], index), word_of_char,
+                                                   nrows=num_words, validate=False)
+    word_row = tf.boolean_mask(tf.gather(chars["row"], index), starts)  # [W]
+    words_per_text = tf.math.unsorted_segment_sum(tf.ones_like(word_row), word_row, batch_size)
+    return tf.strings.unicode_encode(word_chars, "UTF-8"), word_chars, index, words_per_text
 
 
 def _drop(cps: tf.Tensor, info: tf.Tensor, dropped: tf.Tensor,

@@ -1,0 +1,276 @@
+"""Builds a WordPiece vocab from text, laid out like Google's BERT vocabs.
+
+Layout: [PAD], [unused1] ... [unused99], [UNK], [CLS], [SEP], [MASK] (so the specials get the
+familiar ids 0, 100, 101, 102, 103), then every character of the corpus (letters and digits also
+as "##" continuations), then the multi-character word pieces learned by the `tokenizers`
+WordPiece trainer, in the order it learned them.
+
+The trainer normalizes and splits text with the reference's own BertNormalizer and
+BertPreTokenizer, the ones `tfbert.BertTokenizer` reproduces, so the pieces are exactly the ones
+the tokenizer will look for. (TF Text's `bert_vocab_from_dataset` counts words with TF Text's
+NFKC case folding, which would learn "," where the reference tokenizer sees "，".)
+
+Chinese text yields far fewer pieces than BERT's 21,128 slots (one character is one word). The
+remaining slots go to the characters of GB2312 (the 6,763 common hanzi), then of GBK, then of the
+CJK Unified Ideographs block, so held-out text rarely meets [UNK]; a corpus with little CJK text
+gets further [unusedN] slots instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from tfbert.text import vocab as vocab_lib
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_VOCAB_SIZE = 21128  # bert-base-chinese
+NUM_UNUSED = 99  # [unused1] ... [unused99], as in bert-base-chinese
+CJK_FILL_SHARE = 0.1  # fill spare slots with hanzi when at least this share of characters is CJK
+_CJK_RE = re.compile("[\u4e00-\u9fff]")
+
+
+def reserved_tokens(num_unused: int = NUM_UNUSED) -> list[str]:
+    """[PAD], [unused1..num_unused], [UNK], [CLS], [SEP], [MASK]."""
+    return ([vocab_lib.PAD] + [f"[unused{i}]" for i in range(1, num_unused + 1)]
+            + [vocab_lib.UNK, vocab_lib.CLS, vocab_lib.SEP, vocab_lib.MASK])
+
+
+def build_vocab(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE,
+                lower_case: bool = True, min_frequency: int = 2, num_unused: int = NUM_UNUSED,
+                cjk_fill: bool | None = None, show_progress: bool = True) -> list[str]:
+    """Learns a WordPiece vocab of exactly `vocab_size` tokens.
+
+    Args:
+        texts: iterable of str. Training text, one sentence or paragraph per item.
+        vocab_size: int. Tokens in the result, specials and [unusedN] slots included.
+        lower_case: bool. Build an uncased vocab (for `BertTokenizer(lower_case=True)`).
+        min_frequency: int. Least count of a pair the trainer merges into a piece.
+        num_unused: int. [unusedN] slots before [UNK].
+        cjk_fill: bool or None. Fill slots the trainer leaves empty with common hanzi; None:
+            when at least 10% of the text's characters are CJK ideographs.
+        show_progress: bool. A progress bar over the texts.
+
+    Returns:
+        The tokens in id order.
+    """
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    reserved = reserved_tokens(num_unused)
+    if vocab_size < len(reserved) + 1:
+        raise ValueError(f"vocab_size {vocab_size} leaves no room next to the {len(reserved)} "
+                         f"special and [unused] tokens")
+    budget = vocab_size - len(reserved)
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token=vocab_lib.UNK))
+    tokenizer.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=lower_case,
+        lowercase=lower_case)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    counter = _CharCounter()
+    trainer = trainers.WordPieceTrainer(vocab_size=budget, min_frequency=min_frequency,
+                                        limit_alphabet=budget, special_tokens=[],
+                                        continuing_subword_prefix="##", show_progress=False)
+    tokenizer.train_from_iterator(counter.wrap(texts, show_progress), trainer=trainer)
+    learned = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    pieces = [token for token, _ in learned]
+
+    # Characters first (plain, then "##" for those that can continue a word), then pieces.
+    chars = _unique([t.removeprefix("##") for t in pieces if len(t.removeprefix("##")) == 1])
+    alone = _split_alone(chars)
+    words = [t for t in pieces if len(t.removeprefix("##")) > 1]
+    tokens = chars + [f"##{c}" for c in chars if not alone[c]]
+    tokens += [t for t in words if t not in set(tokens)]
+    tokens = _unique([t for t in tokens if t not in reserved])[:budget]
+
+    if cjk_fill is None:
+        cjk_fill = counter.cjk_share() >= CJK_FILL_SHARE
+    if len(tokens) < budget and cjk_fill:
+        present = set(tokens)
+        extra = [c for c in _common_hanzi() if c not in present]
+        logger.info("the trainer found %d tokens; filling %d slots with common hanzi",
+                    len(tokens), min(budget - len(tokens), len(extra)))
+        tokens += extra[:budget - len(tokens)]
+    if len(tokens) < budget:
+        logger.warning("the text supports %d tokens; %d more [unusedN] slots fill vocab_size "
+                       "%d", len(tokens) + len(reserved), budget - len(tokens), vocab_size)
+        tokens += [f"[unused{i}]" for i in range(num_unused + 1,
+                                                  num_unused + 1 + budget - len(tokens))]
+    return vocab_lib.check_vocab(reserved + tokens, source="built vocab")
+
+
+def write_vocab(tokens: Sequence[str], path: str) -> None:
+    """Writes one token per line (UTF-8), after checking the vocab."""
+    tokens = vocab_lib.check_vocab(tokens, source=path)
+    bad = [t for t in tokens if "\n" in t or "\r" in t]
+    if bad:
+        raise ValueError(f"tokens with line breaks cannot be written to {path}: {bad[:3]}")
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+
+
+def unk_rate(vocab_file: str, texts: Sequence[str], lower_case: bool = True,
+             batch_size: int = 1024) -> dict[str, float]:
+    """Share of [UNK] among the tokens `BertTokenizer` makes of `texts`.
+
+    Returns:
+        {"unk_rate": float, "tokens": int, "unk_tokens": int, "lines": int}.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    from tfbert.text.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+    total = unknown = 0
+    for start in range(0, len(texts), batch_size):
+        ids = tokenizer.tokenize(tf.constant(list(texts[start:start + batch_size])))
+        flat = ids.flat_values.numpy()
+        total += flat.size
+        unknown += int(np.sum(flat == tokenizer.unk_id))
+    return {"unk_rate": unknown / max(total, 1), "tokens": total, "unk_tokens": unknown,
+            "lines": len(texts)}
+
+
+def read_text_files(patterns: str | Sequence[str]) -> Iterator[str]:
+    """Non-empty lines of the files matching comma-separated glob patterns (tf.io.gfile)."""
+    import tensorflow as tf
+
+    if isinstance(patterns, str):
+        patterns = [p for p in patterns.split(",") if p]
+    files = sorted({f for p in patterns for f in tf.io.gfile.glob(p)})
+    if not files:
+        raise FileNotFoundError(f"no file matches {list(patterns)}")
+    for name in files:
+        with tf.io.gfile.GFile(name, "r") as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    yield line
+
+
+def build_vocab_file(vocab_file: str, input_file: str | Sequence[str] | None = None,
+                     vocab_size: int = DEFAULT_VOCAB_SIZE, lower_case: bool = True,
+                     holdout_fraction: float = 0.1, show_progress: bool = True,
+                     **kwargs: Any) -> dict[str, Any]:
+    """Builds and writes a vocab from text files (or the built-in Chinese corpus), holding out
+    a slice of the lines to measure the [UNK] rate.
+
+    Args:
+        vocab_file: str. Output path.
+        input_file: str, list of str or None. Comma-separated glob patterns of text files (one
+            sentence per line); None: the built-in Chinese corpus (tfbert.data.corpora).
+        vocab_size: int. Tokens in the vocab.
+        lower_case: bool. Uncased vocab.
+        holdout_fraction: float. Share of lines (chosen by a hash of the line, as
+            `corpora.stable_split` does for "test") kept out of training and used to measure
+            the [UNK] rate.
+        show_progress: bool. Progress bar.
+        **kwargs: more `build_vocab` arguments (min_frequency, num_unused, cjk_fill).
+
+    Returns:
+        A summary dict: vocab_file, vocab_size, lines_train, lines_heldout, heldout_unk_rate,
+        heldout_tokens, cjk_chars, pieces (tokens of 2+ characters), unused_slots.
+    """
+    from tfbert.data import corpora
+
+    if input_file is None:
+        lines = list(corpora.iter_chinese_text())
+        source = "the built-in Chinese corpus"
+    else:
+        lines = list(read_text_files(input_file))
+        source = str(input_file)
+    train, heldout = [], []
+    for line in lines:
+        split = corpora.stable_split(line, dev_fraction=0.0, test_fraction=holdout_fraction)
+        (heldout if split == "test" else train).append(line)
+    logger.info("building a %d-token vocab from %d lines of %s (%d held out)", vocab_size,
+                len(train), source, len(heldout))
+    tokens = build_vocab(train, vocab_size=vocab_size, lower_case=lower_case,
+                         show_progress=show_progress, **kwargs)
+    write_vocab(tokens, vocab_file)
+    stats = unk_rate(vocab_file, heldout, lower_case=lower_case) if heldout else {}
+    summary = {
+        "vocab_file": vocab_file,
+        "vocab_size": len(tokens),
+        "lines_train": len(train),
+        "lines_heldout": len(heldout),
+        "heldout_unk_rate": stats.get("unk_rate"),
+        "heldout_tokens": stats.get("tokens"),
+        "cjk_chars": sum(1 for t in tokens if len(t) == 1 and _is_cjk(t)),
+        "pieces": sum(1 for t in tokens if len(t.removeprefix("##")) > 1
+                      and not t.startswith("[")),
+        "unused_slots": sum(1 for t in tokens if t.startswith("[unused")),
+    }
+    logger.info("vocab summary: %s", summary)
+    return summary
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+class _CharCounter:
+    """Counts characters (and CJK ideographs among them) while the trainer reads the text."""
+
+    def __init__(self) -> None:
+        self.chars = 0
+        self.cjk = 0
+
+    def wrap(self, texts: Iterable[str], show_progress: bool) -> Iterator[str]:
+        from tqdm.auto import tqdm
+
+        for text in tqdm(texts, desc="vocab: reading text", unit=" lines",
+                         disable=not show_progress, mininterval=1.0):
+            self.chars += len(text)
+            self.cjk += len(_CJK_RE.findall(text))
+            yield text
+
+    def cjk_share(self) -> float:
+        return self.cjk / max(self.chars, 1)
+
+
+def _split_alone(chars: Sequence[str]) -> dict[str, bool]:
+    """Whether the reference makes each character a word of its own (punctuation, CJK)."""
+    from tokenizers import normalizers, pre_tokenizers
+
+    normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                            strip_accents=False, lowercase=False)
+    splitter = pre_tokenizers.BertPreTokenizer()
+    out = {}
+    for c in chars:
+        words = splitter.pre_tokenize_str(normalizer.normalize_str(f"a{c}a"))
+        out[c] = len(words) != 1
+    return out
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
+
+
+def _common_hanzi() -> list[str]:
+    """GB2312 hanzi (level 1 then 2), then the rest of GBK's, then the CJK Unified Ideographs
+    block, each in its encoding's order (no duplicates)."""
+    out: list[str] = []
+    for codec, lead_bytes, trail_bytes in (
+            ("gb2312", range(0xB0, 0xF8), range(0xA1, 0xFF)),
+            ("gbk", range(0x81, 0xFF), range(0x40, 0xFF))):
+        for lead in lead_bytes:
+            for trail in trail_bytes:
+                try:
+                    ch = bytes([lead, trail]).decode(codec)
+                except UnicodeDecodeError:
+                    continue
+                if len(ch) == 1 and _is_cjk(ch):
+                    out.append(ch)
+    out += [chr(c) for c in range(0x4E00, 0xA000)]
+    return _unique(out)
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    return [x for x in items if not (x in seen or seen.add(x))]
