@@ -22,6 +22,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8,<10", "ruff>=0.6", "tokenizers>=0.20,<1", "scikit-learn>=1.4,<2"],
-        "bench": ["matplotlib>=3.8,<4", "onnx", "onnxruntime"],
+        "bench": ["matplotlib>=3.8,<4", "onnx>=1.16", "onnxscript>=0.5", "onnxruntime>=1.18"],
+        "jax": ["jax>=0.4.30"],
     },
 )

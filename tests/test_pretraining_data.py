@@ -436,3 +436,23 @@ def test_gzip_detection(tmp_path):
     parsed = records.parse_examples(next(iter(records.read_records([str(path)]).batch(1))))
     assert parsed["next_sentence_labels"].numpy().tolist() == [1]
     assert parsed["word_starts_a"].to_list() == [[]]
+
+
+def test_bert_pretrainer_fits_on_the_pipeline(record_files, chinese_vocab_file):
+    """The contract end to end: BertPretrainer.fit reads the feature dict as it comes."""
+    import keras
+
+    from tfbert import BertConfig, BertEncoder, BertPretrainer
+    from tfbert.data import pretraining_dataset
+    from tfbert.text.vocab import load_vocab
+
+    files, _ = record_files
+    config = BertConfig(vocab_size=len(load_vocab(chinese_vocab_file)), hidden_size=32,
+                        num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=SEQ)
+    model = BertPretrainer(BertEncoder(config))
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), jit_compile=False)
+    ds = pretraining_dataset(files, chinese_vocab_file, SEQ, PRED, batch_size=16, seed=0)
+    history = model.fit(ds, steps_per_epoch=3, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][-1])
+    assert 0.0 <= history.history["next_sentence_accuracy"][-1] <= 1.0

@@ -32,7 +32,7 @@ def export_root(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("serving"))
 
 
-# --- TF Serving's JSON <-> tensor rules ------------------------------------------------------------
+# --- TF Serving's JSON <-> tensor rules -----------------------------------------------------------
 
 
 class ServingError(ValueError):
@@ -163,7 +163,7 @@ def _signatures(export_dir: str) -> dict:
     return {"serving_default": serving_default, "serve_ids": serve_ids}
 
 
-# --- tests -----------------------------------------------------------------------------------------
+# --- tests ----------------------------------------------------------------------------------------
 
 
 def test_docs_rest_payloads_run_like_tf_serving(export_root, chinese_vocab_file):
