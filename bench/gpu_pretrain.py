@@ -10,6 +10,12 @@ is about 486 sequences/s per GPU.
 
     python bench/gpu_pretrain.py --preset bert-base-uncased --batch 256
     python bench/gpu_pretrain.py --tiny          # a CPU sanity run of the same code path
+
+On a machine without Keras (e.g. a JAX-only GPU box), bring the keras wheel and its small pure
+dependencies (keras, namex, optree, ml_dtypes, h5py, rich, absl-py) as wheels, install them with
+`pip install --no-index --no-deps --target /tmp/site WHEELS` and set PYTHONPATH=/tmp/site.
+tfbert's model code needs nothing else: `tfbert.config`, `tfbert.layers` and `tfbert.models`
+import only keras.
 """
 
 from __future__ import annotations
@@ -66,11 +72,12 @@ def main() -> None:
         config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2,
                             num_attention_heads=2, intermediate_size=128, hidden_act="gelu_tanh")
         args.batch, args.seq, args.predictions, args.steps = 8, 32, 5, 3
-        peak, precision = None, "float32"
+        peak = bf16_matmul_peak(n=256, reps=3)
     else:
         config = BertConfig.from_preset(args.preset)
-        keras.mixed_precision.set_global_policy("mixed_bfloat16")
-        peak, precision = bf16_matmul_peak(), "mixed_bfloat16"
+        peak = bf16_matmul_peak()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    precision = "mixed_bfloat16"
 
     model = BertPretrainer(BertEncoder(config))
     model.compile(optimizer=keras.optimizers.AdamW(1e-4, epsilon=1e-6, global_clipnorm=1.0),
@@ -93,8 +100,7 @@ def main() -> None:
               "precision": precision, "batch": args.batch, "seq": args.seq,
               "step_ms": 1e3 * step, "sequences_per_s": seq_s,
               "model_tflops": seq_s * flops / 1e12,
-              "bf16_matmul_peak_tflops": peak / 1e12 if peak else None,
-              "mfu": seq_s * flops / peak if peak else None,
+              "bf16_matmul_peak_tflops": peak / 1e12, "mfu": seq_s * flops / peak,
               "loss": float(logs["loss"])}
     print(json.dumps(result, indent=2))
 

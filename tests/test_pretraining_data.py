@@ -438,6 +438,7 @@ def test_gzip_detection(tmp_path):
     assert parsed["word_starts_a"].to_list() == [[]]
 
 
+@pytest.mark.slow
 def test_bert_pretrainer_fits_on_the_pipeline(record_files, chinese_vocab_file):
     """The contract end to end: BertPretrainer.fit reads the feature dict as it comes."""
     import keras

@@ -47,6 +47,7 @@ for inst in instances.create_instances(docs, instances.InstanceOptions(max_seq_l
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import random
 import unicodedata
@@ -241,15 +242,18 @@ def bert_word_spans(vocab_file: str, lower_case: bool = True) -> WordSpansFn:
     return spans
 
 
+@functools.cache
+def _jieba():
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict..." chatter
+    return jieba
+
+
 def jieba_word_starts(text: str) -> np.ndarray:
     """Start chars of the jieba words of `text` (int32 [J]); Chinese words for whole-word
     masking (jieba splits English at spaces and punctuation, so it works there too)."""
-    import jieba
-
-    if not getattr(jieba_word_starts, "_quiet", False):
-        jieba.setLogLevel(logging.WARNING)
-        jieba_word_starts._quiet = True
-    return np.fromiter((start for _, start, _ in jieba.tokenize(text)), dtype=np.int32)
+    return np.fromiter((start for _, start, _ in _jieba().tokenize(text)), dtype=np.int32)
 
 
 def tokenize_documents(documents: Iterable[list[str]], word_spans: WordSpansFn,
@@ -396,7 +400,7 @@ class _Pool:
 
 @dataclasses.dataclass
 class Stats:
-    """Counts for the summary line."""
+    """Counts for the summary line (documents: of one pass; the rest: of all passes)."""
 
     documents: int = 0
     instances: int = 0
@@ -409,7 +413,8 @@ class Stats:
         share = self.not_next / max(1, self.instances)
         return (f"{self.documents:,} documents, {self.instances:,} instances, "
                 f"{self.tokens:,} tokens (without [CLS]/[SEP]), NotNext share {share:.2%}, "
-                f"{self.dropped:,} pairs dropped (a word longer than the pair's room)")
+                f"{self.dropped:,} chunks without a pair (a word longer than the room, or no "
+                f"other document)")
 
 
 class InstanceMaker:
@@ -435,7 +440,7 @@ class InstanceMaker:
         p = 0.5
         if self.options.balance_next_sentence:
             forced = self.stats.forced_not_next / self._chunks
-            p = min(1.0, max(0.0, (0.5 - forced) / (1.0 - forced)))
+            p = max(0.0, (0.5 - forced) / (1.0 - forced)) if forced < 0.5 else 0.0
         return self.rng.random() < p
 
     def from_document(self, doc: Document) -> Iterator[Instance]:
@@ -544,10 +549,10 @@ def create_instances_multi_pass(read_documents: Callable[[], Iterable[Document]]
         s.not_next += instance.is_random_next
         return instance
 
-    for _ in range(options.dupe_factor if passes is None else passes):
+    for pass_index in range(options.dupe_factor if passes is None else passes):
         doc_buffer: list[Document] = []
         for doc in read_documents():
-            maker.stats.documents += 1
+            maker.stats.documents += pass_index == 0
             maker.pool.add(doc)
             if on_document is not None:
                 on_document(doc)

@@ -179,6 +179,9 @@ def pretraining_dataset(
     pipeline_id = input_context.input_pipeline_id if input_context else 0
     transform = PretrainingTransform(vocab_file, max_seq_length, max_predictions_per_seq,
                                      masked_lm_prob, whole_word_mask, lower_case)
+    logger.info("pretraining_dataset: %d file(s), input pipeline %d of %d, batch %d, seq %d, "
+                "%s masking", len(files), pipeline_id + 1, num_pipelines, batch_size,
+                max_seq_length, "whole-word" if whole_word_mask else "token")
     file_seed = None if seed is None else seed + 1_000_003 * pipeline_id
     ds = records_lib.read_records(files, shuffle_files=shuffle, seed=file_seed,
                                   skip_corrupt=skip_corrupt, cycle_length=cycle_length,

@@ -17,19 +17,17 @@ record reads as the end of the file), and names no file when it does raise (a co
 `read_records` therefore counts the bytes of every record it reads and compares them with the
 file's size (for GZIP files, with the uncompressed size in the gzip trailer): a short file
 raises an error naming the file, or with `skip_corrupt=True` logs a warning with what was lost
-and goes on. All of this is in-graph (no Python in the input pipeline).
+and goes on. All of this is in-graph (no Python in the input pipeline), so the warning is a
+`tf.print` to stderr rather than a `logging` record.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Iterable, Sequence
 
 import tensorflow as tf
-
-logger = logging.getLogger(__name__)
 
 FEATURE_SPEC = {
     "text_a": tf.io.FixedLenFeature([], tf.string),
