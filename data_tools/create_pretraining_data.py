@@ -25,25 +25,38 @@ from tfbert.data import instances  # noqa: E402
 DEFAULTS = instances.InstanceOptions()
 
 
+def _bool(value: str) -> bool:
+    if value.lower() in ("1", "true", "yes"):
+        return True
+    if value.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _flag(p: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
+    """A boolean flag as the reference's absl flags take it: --name, --name=false, --noname."""
+    p.add_argument(f"--{name}", type=_bool, nargs="?", const=True, default=default, help=help)
+    p.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--input_file", default="",
                    help="comma-separated globs of text files; empty: the built-in corpus")
     p.add_argument("--output_file", required=True, help="output path (shards: PATH-0000i-of-K)")
     p.add_argument("--vocab_file", required=True, help="WordPiece vocab.txt")
-    p.add_argument("--do_lower_case", action=argparse.BooleanOptionalAction, default=True,
-                   help="lower-case as the training tokenizer does (default: yes)")
+    _flag(p, "do_lower_case", True, "lower-case as the training tokenizer does (default: true)")
     p.add_argument("--max_seq_length", type=int, default=DEFAULTS.max_seq_length)
     p.add_argument("--short_seq_prob", type=float, default=DEFAULTS.short_seq_prob)
     p.add_argument("--dupe_factor", type=int, default=DEFAULTS.dupe_factor,
                    help="passes over the input, each with different pairs")
     p.add_argument("--random_seed", type=int, default=12345)
     p.add_argument("--num_shards", type=int, default=1)
-    p.add_argument("--whole_word_mask", action="store_true",
-                   help="store jieba word boundaries for (Chinese) whole-word masking")
-    p.add_argument("--gzip", action="store_true", help="GZIP-compress the records")
-    p.add_argument("--balance_next_sentence", action=argparse.BooleanOptionalAction,
-                   default=True, help="keep NotNext at 50%% despite one-sentence chunks")
+    _flag(p, "whole_word_mask", False,
+          "store jieba word boundaries for (Chinese) whole-word masking")
+    _flag(p, "gzip", False, "GZIP-compress the records")
+    _flag(p, "balance_next_sentence", True,
+          "keep NotNext at 50%% despite one-sentence chunks (false: the reference's rule)")
     p.add_argument("--shuffle_buffer_documents", type=int,
                    default=DEFAULTS.shuffle_buffer_documents)
     p.add_argument("--random_pool_documents", type=int, default=DEFAULTS.random_pool_documents)

@@ -25,13 +25,13 @@ def write(tmp_path, name, text):
     return str(path)
 
 
-def tiny_config(path, vocab_file):
+def tiny_config(path, vocab_file, max_position_embeddings=64):
     from tfbert import BertConfig
 
     with open(vocab_file, encoding="utf-8") as f:
         vocab_size = sum(1 for _ in f)
     BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-               intermediate_size=64, max_position_embeddings=64,
+               intermediate_size=64, max_position_embeddings=max_position_embeddings,
                lower_case=False).to_json_file(str(path))
     return str(path)
 
@@ -200,43 +200,41 @@ def test_run_classifier_on_tfds_pairs(tmp_path, chinese_vocab_file):
 
 
 def test_run_classifier_learns_jsonl_pairs(tmp_path, chinese_vocab_file):
-    """A tiny model learns a pair task (is text_b the same word as text?) from JSONL files; an
-    unlabelled test file gets predictions only."""
+    """A tiny model learns a pair task (the label depends on the word in text_b) from JSONL
+    files; an unlabelled test file gets predictions only."""
     from tfbert.tasks.classifier import ClassifierConfig, run_classifier
 
     rng = np.random.default_rng(0)
     words = list("好差大小多少上下")
 
-    def rows(n):
-        out = []
+    def jsonl(name, n, labelled=True):
+        lines = []
         for _ in range(n):
-            a = str(rng.choice(words))
-            same = bool(rng.integers(0, 2))
-            b = a if same else str(rng.choice([w for w in words if w != a]))
-            out.append({"text": a, "text_b": b, "label": "same" if same else "different"})
-        return out
+            a, b = str(rng.choice(words)), str(rng.choice(words))
+            row = {"text": a, "text_b": b}
+            if labelled:
+                row["label"] = "up" if b in "好大多上" else "down"
+            lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+        return write(tmp_path, name, "".join(lines))
 
-    train = write(tmp_path, "train.jsonl", "".join(
-        json.dumps(r, ensure_ascii=False) + "\n" for r in rows(256)))
-    dev = write(tmp_path, "dev.jsonl", "".join(
-        json.dumps(r, ensure_ascii=False) + "\n" for r in rows(64)))
-    test = write(tmp_path, "test.jsonl", "".join(
-        json.dumps({"text": r["text"], "text_b": r["text_b"]}, ensure_ascii=False) + "\n"
-        for r in rows(8)))
     out = tmp_path / "out"
     results = run_classifier(ClassifierConfig(
-        output_dir=str(out), train_file=train, dev_file=dev, test_file=test,
+        output_dir=str(out), train_file=jsonl("train.jsonl", 384),
+        dev_file=jsonl("dev.jsonl", 64), test_file=jsonl("test.jsonl", 8, labelled=False),
         bert_config_file=tiny_config(tmp_path / "bert_config.json", chinese_vocab_file),
         vocab_file=chinese_vocab_file, max_seq_length=8, train_batch_size=32,
         num_train_epochs=6, learning_rate=3e-3, distribution_strategy="one_device",
         verbose=0))
-    assert results["labels"] == ["different", "same"]
+    assert results["labels"] == ["down", "up"]
     assert results["dev"]["accuracy"] > 0.9, results["train"]["history"]
     assert "test" not in results
     with open(out / "test_predictions.tsv", encoding="utf-8", newline="") as f:
-        rows_out = list(csv.reader(f, delimiter="\t"))
-    assert rows_out[0][:5] == ["index", "text", "text_b", "label", "predicted"]
-    assert len(rows_out) == 9 and all(r[3] == "" for r in rows_out[1:])
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert rows[0] == ["index", "text", "text_b", "label", "predicted", "p_down", "p_up"]
+    assert len(rows) == 9
+    for row in rows[1:]:
+        assert row[3] == ""
+        assert row[4] == ("up" if row[2] in "好大多上" else "down")
 
 
 def test_keras_api_doc_example_runs(tmp_path, chinese_vocab_file, monkeypatch):
@@ -246,7 +244,7 @@ def test_keras_api_doc_example_runs(tmp_path, chinese_vocab_file, monkeypatch):
     import tfbert
 
     encoder = tfbert.BertEncoder(tfbert.BertConfig.from_json_file(
-        tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)))
+        tiny_config(tmp_path / "bert_config.json", chinese_vocab_file, 128)))
     checkpoint = tmp_path / "pretrained"
     tfbert.save_pretrained(encoder, str(checkpoint), vocab_file=chinese_vocab_file)
     with open(os.path.join(REPO, "docs", "keras_api.md"), encoding="utf-8") as f:

@@ -179,12 +179,16 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
 
 
 def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
-    """2 micro-batches of 4 vs batches of 8, dropout off: the same loss trajectory and weights.
+    """2 micro-batches of 4 vs batches of 8, dropout off: the same loss trajectory, and updates
+    that agree to a few percent of their size.
 
     Not bit-equal: the model normalises the MLM loss by the masked-token count of each
     micro-batch (as the reference does per TPU core), so two halves with 19 and 21 masked tokens
-    weigh their tokens slightly differently from the batch of 40.
+    weigh their tokens slightly differently from the batch of 40. (tests/test_training.py shows
+    exact equality where the loss is a plain mean.)
     """
+    import keras
+
     no_dropout = json.loads(open(tiny_data["config"]).read())
     no_dropout.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     config_file = tmp_path / "config.json"
@@ -199,8 +203,18 @@ def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
                    _weights(str(out / "model")))
     losses = {k: [h["loss"] for h in runs[k][0]] for k in runs}
     np.testing.assert_allclose(losses[2], losses[1], rtol=2e-3)
-    for name, value in runs[1][1].items():
-        np.testing.assert_allclose(runs[2][1][name], value, rtol=0.02, atol=2e-4, err_msg=name)
+    # The initial weights (same seed): the update of each run is its distance from them.
+    from tfbert import checkpoints
+
+    keras.utils.set_random_seed(12345)
+    initial = pretrain.build_pretrainer(pretrain.BertConfig(**no_dropout), None)
+    init_dir = tmp_path / "init"
+    checkpoints.save_pretrained(initial, str(init_dir))
+    w0 = _weights(str(init_dir))
+    full = np.concatenate([(runs[1][1][n] - w0[n]).ravel() for n in sorted(w0)])
+    accumulated = np.concatenate([(runs[2][1][n] - w0[n]).ravel() for n in sorted(w0)])
+    assert np.linalg.norm(full) > 0.1
+    assert np.linalg.norm(accumulated - full) < 0.05 * np.linalg.norm(full)
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "float16"])

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 SENTIMENT_LABELS = ("negative", "positive")  # ids 0 and 1, as in corpora.reviews()
 BUILTIN_TASKS = ("sentiment",)
+_PREPROCESS_BATCH = 256  # texts tokenized per call inside the pipeline
 _FORMATS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 # (text, text_b) feature names of common TFDS text-classification datasets, tried in order.
 _TFDS_TEXT_KEYS = (("sentence1", "sentence2"), ("question1", "question2"),
@@ -263,7 +264,8 @@ def make_dataset(examples: Sequence[ClassificationExample], preprocessor: Any,
     """A tf.data.Dataset of (input dict, label id [B]) batches, or input dicts when labels is None.
 
     Tokenizing and packing run inside the pipeline (`preprocessor` is a `tfbert.BertPreprocessor`
-    or anything that maps a string batch, or a (text, text_b) pair of batches, to the input dict).
+    or anything that maps a string batch, or a (text, text_b) pair of batches, to the input dict),
+    once: the packed examples are cached in memory, so later epochs only shuffle and batch.
 
     Args:
         examples: sequence of ClassificationExample. All single texts or all pairs.
@@ -286,16 +288,14 @@ def make_dataset(examples: Sequence[ClassificationExample], preprocessor: Any,
     texts: Any = tf.constant([e.text for e in examples])
     if pairs[0]:
         texts = (texts, tf.constant([e.text_b for e in examples]))
-    if labels is None:
-        ds = tf.data.Dataset.from_tensor_slices(texts)
-    else:
-        ds = tf.data.Dataset.from_tensor_slices((texts, label_ids(examples, labels)))
+    ds = tf.data.Dataset.from_tensor_slices(texts).batch(_PREPROCESS_BATCH)
+    ds = ds.map(lambda *x: preprocessor(x if len(x) > 1 else x[0]),
+                num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    ds = ds.apply(tf.data.experimental.assert_cardinality(len(examples)))
+    if labels is not None:
+        ds = tf.data.Dataset.zip((ds, tf.data.Dataset.from_tensor_slices(
+            label_ids(examples, labels))))
+    ds = ds.cache()
     if shuffle:
         ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size)
-    if labels is None:
-        ds = ds.map(lambda *x: preprocessor(x if len(x) > 1 else x[0]),
-                    num_parallel_calls=tf.data.AUTOTUNE)
-    else:
-        ds = ds.map(lambda x, y: (preprocessor(x), y), num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)

@@ -142,5 +142,5 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
         if tflite_dir is None:
             tflite_dir = os.path.join(os.path.dirname(os.path.normpath(export_dir)), "tflite")
         result["tflite"] = export_tflite(model, spec, vocab_file, tflite_dir, tuple(tflite),
-                                         text_model=text_tflite)
+                                         kinds=("ids", "text") if text_tflite else ("ids",))
     return result

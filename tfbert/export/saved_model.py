@@ -192,11 +192,20 @@ class BertServingModule(tf.Module):
                     ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
         """Strings -> packed ids [B, T] and, per packed position, the character span [B, T]."""
         spec = self._spec
-        ids_a, starts_a, ends_a = self._objects.tokenizer.tokenize_with_offsets(text)  # [B, (P)]
         if text_b is None:
-            packed = self._objects.packer(ids_a)
+            ids_a, starts_a, ends_a = self._objects.tokenizer.tokenize_with_offsets(text)
+            packed = self._objects.packer(ids_a)  # [B, (P)] -> [B, T]
             return packed, self._char_spans(packed, (starts_a, ends_a), None)
-        ids_b, starts_b, ends_b = self._objects.tokenizer.tokenize_with_offsets(text_b)
+        # One tokenizer call for both segments (half the graph): rows [0, B) are a, [B, 2B) b.
+        batch = tf.shape(text, out_type=tf.int64)[0]
+        check = tf.debugging.assert_equal(
+            batch, tf.shape(text_b, out_type=tf.int64)[0],
+            message="text and text_b must have the same number of strings")
+        with tf.control_dependencies([check]):
+            text = tf.identity(text)
+        both = self._objects.tokenizer.tokenize_with_offsets(tf.concat([text, text_b], 0))
+        ids_a, starts_a, ends_a = (x[:batch] for x in both)
+        ids_b, starts_b, ends_b = (x[batch:] for x in both)
         if spec.task == "qa":
             # As in training: the question is cut to max_query_length pieces and the context
             # to what fits after it (the first window).

@@ -38,6 +38,7 @@ import os
 import tempfile
 import time
 import unicodedata
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -269,7 +270,10 @@ def make_interpreter(path_or_content: str | bytes, text_ops: bool) -> Any:
 
     source = ({"model_path": path_or_content} if isinstance(path_or_content, str)
               else {"model_content": path_or_content})
-    with contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+        # tf.lite.Interpreter warns that it moves to ai_edge_litert; TF Text's custom-op hook
+        # exists only here.
+        warnings.simplefilter("ignore", UserWarning)
         if text_ops:
             import tensorflow_text as tf_text
 
@@ -296,9 +300,10 @@ def _latency_ms(interpreter: Any, inputs: dict[str, np.ndarray], runs: int = 10)
 
 
 def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str,
-                  quantizations: Sequence[str] = ("float32",), text_model: bool = True,
+                  quantizations: Sequence[str] = ("float32",),
+                  kinds: Sequence[str] = ("ids", "text"),
                   sample_text: str = "今天天气很好，我们去公园散步。") -> dict[str, dict[str, Any]]:
-    """Writes the ids-in (and text-in) TFLite models and measures them.
+    """Writes the ids-in and/or text-in TFLite models and measures them.
 
     Args:
         model: tfbert task model or BertEncoder.
@@ -306,7 +311,7 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
         vocab_file: str. The model's vocab (the text model embeds it; copied next to the files).
         output_dir: str. Created if missing.
         quantizations: sequence of "float32", "float16", "int8".
-        text_model: bool. Also write the text-in models.
+        kinds: sequence of "ids" (builtin ops only) and "text" (TF Text kernels).
         sample_text: str. Input of the latency measurement (batch 1).
 
     Returns:
@@ -316,28 +321,26 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
     from tfbert.text.vocab import load_vocab
 
     unknown = [q for q in quantizations if q not in QUANTIZATIONS]
+    unknown += [k for k in kinds if k not in ("ids", "text")]
     if unknown:
-        raise ValueError(f"tflite.py: unknown quantization(s) {unknown}; use {QUANTIZATIONS}")
+        raise ValueError(f"tflite.py: unknown quantization(s)/kind(s) {unknown}; use "
+                         f"{QUANTIZATIONS} and ('ids', 'text')")
     os.makedirs(output_dir, exist_ok=True)
     vocab = load_vocab(vocab_file)
     with open(os.path.join(output_dir, "vocab.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(vocab) + "\n")
-    modules = {"ids": _ids_module(model, spec)}
-    if text_model:
-        modules["text"] = _text_module(model, spec, vocab)
+    text_module = _text_module(model, spec, vocab)
     text_inputs = {"text": np.array([sample_text.encode()], dtype=object)}
     if spec.has_text_b:
         text_inputs["text_b"] = np.array([sample_text.encode()], dtype=object)
-    ids_inputs = {k: v.numpy() for k, v in modules["text"].packer(
-        *[tf.constant(v) for v in text_inputs.values()]).items()} if text_model else {
-        "input_ids": np.full((1, spec.seq_length), 0, np.int32),
-        "input_mask": np.ones((1, spec.seq_length), np.int32),
-        "segment_ids": np.zeros((1, spec.seq_length), np.int32)}
+    ids_inputs = {k: v.numpy() for k, v in text_module.packer(
+        *[tf.constant(v) for v in text_inputs.values()]).items()}
+    modules = {"ids": _ids_module(model, spec), "text": text_module}
     results = {}
-    for kind, module in modules.items():
+    for kind in kinds:
         for quantization in quantizations:
             name = f"model_{kind}_{quantization}.tflite"
-            content = convert(module, quantization, custom_ops=kind == "text")
+            content = convert(modules[kind], quantization, custom_ops=kind == "text")
             path = os.path.join(output_dir, name)
             with open(path, "wb") as f:
                 f.write(content)
@@ -349,6 +352,71 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
             logger.info("%s: %.1f KiB, %.2f ms (batch 1, median of 10)", name,
                         len(content) / 1024, latency)
     return results
+
+
+def evaluate_accuracy(tflite_path: str, texts: Sequence[str], labels: Sequence[int],
+                      vocab_file: str | None = None, spec: ExportSpec | None = None,
+                      batch_size: int = 64) -> float:
+    """Accuracy of a classification .tflite file on labelled texts.
+
+    Args:
+        tflite_path: str. A model_ids_* (needs vocab_file and spec: inputs are made with
+            tfbert.BertPreprocessor, the reference) or model_text_* file.
+        texts: sequence of str. Single texts.
+        labels: sequence of int. Gold class ids.
+        vocab_file: str or None. For ids models.
+        spec: ExportSpec or None. For ids models (seq_length, lower_case).
+        batch_size: int. Texts per interpreter call.
+
+    Returns:
+        Fraction of texts whose `label_ids` equal the gold label.
+    """
+    import tfbert
+
+    text_model = "model_text_" in os.path.basename(tflite_path)
+    interpreter = make_interpreter(tflite_path, text_ops=text_model)
+    preprocessor = None
+    if not text_model:
+        if vocab_file is None or spec is None:
+            raise ValueError("tflite.py: an ids model needs vocab_file and spec to tokenize")
+        preprocessor = tfbert.BertPreprocessor(vocab_file, spec.seq_length,
+                                               lower_case=spec.lower_case)
+    correct = 0
+    for begin in range(0, len(texts), batch_size):
+        chunk = list(texts[begin:begin + batch_size])
+        if text_model:
+            inputs = {"text": np.array([t.encode() for t in chunk], dtype=object)}
+        else:
+            inputs = {k: v.numpy() for k, v in preprocessor(tf.constant(chunk)).items()}
+        predicted = run_tflite(interpreter, inputs)["label_ids"]
+        correct += int(np.sum(predicted == np.asarray(labels[begin:begin + batch_size])))
+    return correct / max(len(texts), 1)
+
+
+def sentiment_accuracy(tflite_dir: str, model_dir: str, max_examples: int | None = None
+                       ) -> dict[str, float]:
+    """Accuracy of every classification .tflite file in a folder on the built-in sentiment
+    test split (for a model fine-tuned with run_classifier --task_name=sentiment).
+
+    Args:
+        tflite_dir: str. Folder with model_{ids,text}_*.tflite (export_tflite's output_dir).
+        model_dir: str. The fine-tuned model directory (labels, vocab, max_seq_length).
+        max_examples: int or None. Use only the first N test examples.
+
+    Returns:
+        {file name: accuracy}.
+    """
+    from tfbert.data import classification
+    from tfbert.export import load_for_export
+
+    _, vocab_file, spec, _ = load_for_export(model_dir)
+    examples = classification.builtin_examples("sentiment", "test")[:max_examples]
+    index = {name: i for i, name in enumerate(spec.labels)}
+    texts = [e.text for e in examples]
+    labels = [index[e.label] for e in examples]
+    return {name: evaluate_accuracy(os.path.join(tflite_dir, name), texts, labels, vocab_file,
+                                    spec)
+            for name in sorted(os.listdir(tflite_dir)) if name.endswith(".tflite")}
 
 
 def measure_agreement(vocab_file: str, spec: ExportSpec, texts: Sequence[str],

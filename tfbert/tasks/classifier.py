@@ -141,10 +141,11 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
         if examples and data.is_labelled(examples):
             data.label_ids(examples, labels)
 
-    def score(examples: list[data.ClassificationExample], probabilities: Any = None
+    eval_ds = {split: data.make_dataset(examples, preprocessor, None, config.eval_batch_size)
+               for split, examples in (("dev", dev), ("test", test)) if examples}
+
+    def score(examples: list[data.ClassificationExample], probabilities: np.ndarray
               ) -> dict[str, Any]:
-        if probabilities is None:
-            probabilities = predict(model, examples, preprocessor, config.eval_batch_size)
         return classification_metrics(data.label_ids(examples, labels),
                                       probabilities.argmax(-1), labels)
 
@@ -156,7 +157,7 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
             model, train_ds,
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             config=config.finetune_config(config.best_metric),
-            evaluate_fn=(lambda m: score(dev)) if dev else None,
+            evaluate_fn=(lambda m: score(dev, predict(m, eval_ds["dev"]))) if dev else None,
             steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
         results["train"] = {"num_examples": len(train), "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
@@ -169,9 +170,9 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
                                          "max_seq_length": config.max_seq_length,
                                          "lower_case": lower_case})
     if config.do_eval and dev and "dev" not in results:
-        results["dev"] = score(dev)
+        results["dev"] = score(dev, predict(model, eval_ds["dev"]))
     if config.do_predict:
-        probabilities = predict(model, test, preprocessor, config.eval_batch_size)
+        probabilities = predict(model, eval_ds["test"])
         if data.is_labelled(test):
             results["test"] = score(test, probabilities)
         else:
@@ -186,12 +187,9 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
     return results
 
 
-def predict(model: Any, examples: list[data.ClassificationExample], preprocessor: Any,
-            batch_size: int) -> np.ndarray:
-    """Class probabilities [N, C] (softmax of the classifier's logits)."""
-    ds = data.make_dataset(examples, preprocessor, None, batch_size)
-    logits = model.predict(ds, verbose=0)
-    return np.asarray(keras.ops.softmax(logits, axis=-1))
+def predict(model: Any, ds: Any) -> np.ndarray:
+    """Class probabilities [N, C] (softmax of the classifier's logits) over a dataset of inputs."""
+    return np.asarray(keras.ops.softmax(model.predict(ds, verbose=0), axis=-1))
 
 
 def write_predictions(path: str, examples: Sequence[data.ClassificationExample],

@@ -344,8 +344,13 @@ def _fast_wordpiece(tokens: list[str], split_words: bool) -> tf_text.FastWordpie
     """TF Text's WordPiece; with split_words it also splits text at whitespace and punctuation
     (and CJK), else each input string is one word. No word exceeds 100 characters here, so the
     byte limit is set above 100 characters' worth."""
-    buffer = pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
-        tokens, MAX_CHARS_PER_WORD * 4, SUFFIX_INDICATOR, vocab_lib.UNK, not split_words, False)
+    try:
+        buffer = pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
+            tokens, MAX_CHARS_PER_WORD * 4, SUFFIX_INDICATOR, vocab_lib.UNK, not split_words,
+            False)
+    except RuntimeError as e:
+        raise ValueError(f"TF Text cannot build WordPiece from this vocab ({len(tokens)} "
+                         f"tokens, first ones {tokens[:8]}): {e}") from e
     return tf_text.FastWordpieceTokenizer(
         model_buffer=tf.constant(np.frombuffer(buffer, np.uint8)), token_out_type=tf.int32)
 

@@ -26,6 +26,23 @@ STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker", "tpu")
 logger = logging.getLogger(__name__)
 
 
+class MultiWorkerMirroredStrategy(tf.distribute.MultiWorkerMirroredStrategy):
+    """tf.distribute.MultiWorkerMirroredStrategy that Keras 3's `fit` can report metrics with.
+
+    Under this strategy Keras reduces every logged value with `reduce("MEAN", v, axis=0)`,
+    which fails for scalar metrics ("Invalid reduction dimension 0 for input with 0
+    dimensions", tensorflow/tensorflow#72388). Scalars are reduced without an axis here (the
+    mean over the replicas, which is what `axis=0` means for per-replica scalars).
+    """
+
+    def reduce(self, reduce_op, value, axis):
+        if axis is not None and all(
+                getattr(v, "shape", None) is not None and v.shape.rank == 0
+                for v in self.experimental_local_results(value)):
+            axis = None
+        return super().reduce(reduce_op, value, axis)
+
+
 def tpu_configured(tpu: str | None = None) -> bool:
     """True if a TPU is named (`tpu` or $TPU_NAME) or attached to this host (a TPU VM)."""
     return bool(tpu or os.environ.get("TPU_NAME") or tf.config.list_physical_devices("TPU"))
@@ -73,7 +90,7 @@ def get_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribute.St
         if "TF_CONFIG" not in os.environ:
             raise ValueError("distribution_strategy=multi_worker needs the TF_CONFIG environment "
                              "variable (cluster and task); see tfbert/training/distribute.py")
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        strategy = MultiWorkerMirroredStrategy()
     elif name == "mirrored":
         devices = ([f"/gpu:{i}" for i in range(len(gpus))] if gpus else
                    [d.name for d in tf.config.list_logical_devices("CPU")])

@@ -379,6 +379,21 @@ def build_pretrainer(bert_config: BertConfig | None, init_checkpoint: str | None
     return BertPretrainer(BertEncoder(bert_config))
 
 
+def _skip_symbolic_build(model: keras.Model) -> None:
+    """Stops Keras's TF trainer from pulling a first batch in fit/evaluate to build the model.
+
+    For a model made in a strategy scope, `fit` and `evaluate` take one batch from a fresh
+    iterator and all-reduce it to build the model symbolically. That replays the resume skip
+    once more, and under MultiWorkerMirroredStrategy it fails on dict inputs ("Attempt to
+    convert a value ({'input_ids': PerReplica...}) ... to a Tensor", keras 3.15). Everything it
+    would build is built here already (model, its metrics, the optimizer), so it is skipped.
+    """
+    if not (model.built and model.optimizer.built and model.compiled):
+        raise RuntimeError("build and compile the model (and build its optimizer) first")
+    if hasattr(model, "_maybe_symbolic_build"):
+        model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+
+
 def _seed_states(model: keras.Model) -> list[Any]:
     """The model's random-generator states (dropout): in `variables`, not in `weights`."""
     weights = {id(w) for w in model.weights}
@@ -407,7 +422,7 @@ def make_datasets(config: PretrainConfig, train_files: str, eval_files: str | No
     train = pretraining_dataset(train_files, batch_size=config.train_batch_size,
                                 seed=config.seed, **common)
     if k > 1:
-        train = train.rebatch(config.train_batch_size // k, drop_remainder=True)
+        train = train.unbatch().batch(config.train_batch_size // k, drop_remainder=True)
     if skip_steps:
         train = train.skip(skip_steps * k)
     evaluation = None
@@ -531,6 +546,7 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
             variables=model.trainable_variables)
         model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
         optimizer.build(model.trainable_variables)
+        _skip_symbolic_build(model)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     lower_case = bert_config.lower_case if config.do_lower_case is None else config.do_lower_case
