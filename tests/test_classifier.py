@@ -182,6 +182,7 @@ def test_run_classifier_script_on_sentiment(tmp_path, chinese_vocab_file):
     assert again["dev"]["accuracy"] == pytest.approx(results["dev"]["accuracy"])
 
 
+@pytest.mark.slow
 def test_run_classifier_on_tfds_pairs(tmp_path, chinese_vocab_file):
     """A TFDS pair task (mock data) goes through; labels are the dataset's ClassLabel names."""
     tfds = pytest.importorskip("tensorflow_datasets")

@@ -379,3 +379,55 @@ def test_op_lists_match_this_tf_text():
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert set(json.loads(proc.stdout)["tf_text_ops"]) == tf_text_ops.TF_TEXT_OPS["2.20.0"]
+
+
+# --- pair classification and encoder exports (the module in-process, no save) ---------------------
+
+
+def test_pair_classifier_and_encoder_signatures(tmp_path, chinese_vocab_file):
+    from tfbert.export import load_for_export
+    from tfbert.export.saved_model import BertServingModule
+
+    vocab_size = len(open(chinese_vocab_file, encoding="utf-8").readlines())
+    model, metadata = tiny_model("classification", vocab_size)
+    tfbert.save_pretrained(model, str(tmp_path / "pair"), vocab_file=chinese_vocab_file,
+                           metadata={**metadata, "pair": True})
+    tfbert.save_pretrained(model.encoder, str(tmp_path / "encoder"),
+                           vocab_file=chinese_vocab_file)  # a pretrained model: no task
+    a = corpora.people_daily_lines()[:3] + [""]
+    b = [text for text, _ in corpora.reviews()[:3]] + ["很好"]
+    loaded, vocab_file, spec, _ = load_for_export(str(tmp_path / "pair"))
+    assert spec.pair and spec.has_text_b
+    module = BertServingModule(loaded, vocab_file, spec)
+    features = tfbert.BertPreprocessor(chinese_vocab_file, SEQ)((tf.constant(a), tf.constant(b)))
+    got = module.serve_text(tf.constant(a), tf.constant(b))
+    np.testing.assert_allclose(got["logits"].numpy(), model(features, training=False).numpy(),
+                               atol=TOLERANCE)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same number of strings"):
+        module.serve_text(tf.constant(a), tf.constant(b[:2]))
+
+    encoder, vocab_file, spec, _ = load_for_export(str(tmp_path / "encoder"), max_seq_length=16)
+    assert (spec.task, spec.seq_length, spec.has_text_b) == ("encoder", 16, False)
+    module = BertServingModule(encoder, vocab_file, spec)
+    got = module.serve_text(tf.constant(a))
+    features = tfbert.BertPreprocessor(chinese_vocab_file, 16)(tf.constant(a))
+    want = model.encoder(features, training=False)
+    for name in ("pooled_output", "sequence_output"):
+        np.testing.assert_allclose(got[name].numpy(), want[name].numpy(), atol=TOLERANCE)
+    np.testing.assert_array_equal(got["input_mask"].numpy(), features["input_mask"].numpy())
+
+
+def test_load_for_export_errors(tmp_path, chinese_vocab_file):
+    from tfbert.export import load_for_export
+
+    vocab_size = len(open(chinese_vocab_file, encoding="utf-8").readlines())
+    model, metadata = tiny_model("classification", vocab_size)
+    tfbert.save_pretrained(model, str(tmp_path / "novocab"), metadata=metadata)
+    with pytest.raises(FileNotFoundError, match="no vocab.txt"):
+        load_for_export(str(tmp_path / "novocab"))
+    tfbert.save_pretrained(model, str(tmp_path / "wrong"), vocab_file=chinese_vocab_file,
+                           metadata={**metadata, "task": "ner"})
+    with pytest.raises(ValueError, match="says task 'ner' but the model is a BertClassifier"):
+        load_for_export(str(tmp_path / "wrong"))
+    with pytest.raises(ValueError, match="exceeds the model's max_position_embeddings 64"):
+        load_for_export(str(tmp_path / "wrong"), max_seq_length=65)

@@ -167,6 +167,18 @@ def test_instances_stream_with_bounded_memory(documents, chinese_vocab_file):
     assert len(read) == len(documents) and len(rest) > 300
 
 
+def test_in_memory_documents_in_source_order(chinese_vocab_file, tmp_path):
+    """Articles first, one-sentence reviews after: shuffled whole, NSP stays balanced."""
+    docs = corpora.people_daily_documents()[:300] + corpora.review_documents()[:1200]
+    stats, paths = instances.create_pretraining_data(
+        str(tmp_path / "mem.tfrecord"), chinese_vocab_file, documents=docs, seed=3,
+        options=instances.InstanceOptions(max_seq_length=SEQ, dupe_factor=1), progress=False)
+    assert abs(stats.not_next / stats.instances - 0.5) < 0.03
+    assert len(read_all(paths)["text_a"]) == stats.instances
+    with pytest.raises(ValueError, match="not both"):
+        instances.create_pretraining_data("x", chinese_vocab_file, ["a.txt"], documents=docs)
+
+
 def test_truncation_cuts_at_word_boundaries():
     def spans(texts):
         return [np.array([[i, i + 1, 1] for i in range(len(t))], np.int32) for t in texts]

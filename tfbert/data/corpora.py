@@ -16,7 +16,7 @@ import hashlib
 import importlib.util
 import os
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 # A headline has no sentence-final punctuation; it starts a new article (document).
 _SENTENCE_END = tuple("。！？!?…”」』；;：:")

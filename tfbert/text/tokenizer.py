@@ -503,8 +503,16 @@ def _parse_ranges(text: str) -> list[tuple[int, int]]:
 def _two_level(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Splits a per-code-point int32 array into (block index, unique blocks)."""
     blocks = values.reshape(-1, 1 << _BLOCK_BITS)
-    unique, index = np.unique(blocks, axis=0, return_inverse=True)
-    return index.astype(np.int32).reshape(-1), unique.astype(np.int32).reshape(-1)
+    position: dict[bytes, int] = {}
+    unique: list[np.ndarray] = []
+    index = np.empty(len(blocks), np.int32)
+    for i, block in enumerate(blocks):
+        key = block.tobytes()
+        if key not in position:
+            position[key] = len(unique)
+            unique.append(block)
+        index[i] = position[key]
+    return index, np.concatenate(unique).astype(np.int32)
 
 
 @functools.cache
