@@ -20,7 +20,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
-
 from common import timeit  # noqa: E402
 
 SEQ, NUM_CLASSES, PRESET = 128, 2, "bert-base-chinese"

@@ -19,7 +19,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
-
 from common import bert_forward_flops, matmul_peak_flops, timeit  # noqa: E402
 
 SHAPE = dict(layers=4, hidden=512, heads=8, intermediate=2048, vocab=21128)
@@ -94,7 +93,8 @@ def torch_step(batch: dict, shape: dict = SHAPE):
         "attention_mask": torch.from_numpy(batch["input_mask"].astype("int64")),
         "token_type_ids": torch.from_numpy(batch["segment_ids"].astype("int64")),
         "labels": torch.from_numpy(labels),
-        "next_sentence_label": torch.from_numpy(batch["next_sentence_labels"][:, 0].astype("int64")),
+        "next_sentence_label":
+            torch.from_numpy(batch["next_sentence_labels"][:, 0].astype("int64")),
     }
 
     def step():

@@ -10,7 +10,7 @@ import os
 import platform
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

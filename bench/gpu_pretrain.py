@@ -56,14 +56,15 @@ def main() -> None:
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--predictions", type=int, default=20)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--tiny", action="store_true", help="tiny model on CPU: checks the code path")
+    parser.add_argument("--tiny", action="store_true",
+                        help="tiny model on CPU: checks the code path")
     args = parser.parse_args()
 
     import jax
     import keras
-
     from bench_pretrain import synthetic_batch
     from common import bert_forward_flops
+
     from tfbert.config import BertConfig
     from tfbert.models.encoder import BertEncoder
     from tfbert.models.pretrainer import BertPretrainer

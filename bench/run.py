@@ -69,7 +69,7 @@ def plot(results: dict, path: str) -> None:
     for sweep, marker in (("seq", "o"), ("layers", "s")):
         pts = [(r["value"], r["step_ms"]) for r in scaling if r.get("sweep") == sweep]
         if pts:
-            xs, ys = zip(*sorted(pts))
+            xs, ys = zip(*sorted(pts), strict=True)
             axes[1].plot(xs, ys, marker=marker, label=f"step time vs {sweep}")
     axes[1].set_xscale("log", base=2)
     axes[1].set_yscale("log")

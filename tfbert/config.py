@@ -95,7 +95,7 @@ class BertConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "BertConfig":
+    def from_dict(cls, values: dict[str, Any]) -> BertConfig:
         """Builds a config from tfbert's own dict; unknown keys are an error, not ignored."""
         fields = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - fields)
@@ -117,7 +117,7 @@ class BertConfig:
             f.write("\n")
 
     @classmethod
-    def from_json_file(cls, path: str) -> "BertConfig":
+    def from_json_file(cls, path: str) -> BertConfig:
         """Reads tfbert's config, Google's bert_config.json or Hugging Face's config.json.
 
         The flavor is told from the content: HF files carry "model_type", tfbert's carry
@@ -143,7 +143,7 @@ class BertConfig:
             raise ValueError(f"{path}: {e}") from None
 
     @classmethod
-    def from_hf_dict(cls, values: dict[str, Any]) -> "BertConfig":
+    def from_hf_dict(cls, values: dict[str, Any]) -> BertConfig:
         """Builds a config from a Hugging Face config.json dict (its "gelu" is the exact form).
 
         Old files without "model_type" are accepted as BERT.
@@ -151,7 +151,7 @@ class BertConfig:
         return cls(**_from_hf({**values, "model_type": values.get("model_type") or "bert"}))
 
     @classmethod
-    def from_preset(cls, name: str) -> "BertConfig":
+    def from_preset(cls, name: str) -> BertConfig:
         """One of PRESETS: the published BERT shapes (weights are not downloaded)."""
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; presets: {', '.join(sorted(PRESETS))}")
