@@ -43,20 +43,22 @@ def synthetic_batch(seed: int = 0, seq: int = SEQ, batch: int = BATCH,
     }
 
 
-def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool = True):
+def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool = True,
+                dropout: float = 0.1):
     import keras
 
     from tfbert import BertConfig, BertEncoder, BertPretrainer
 
     config = BertConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"],
                         num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
-                        intermediate_size=shape["intermediate"], hidden_act="gelu_tanh")
+                        intermediate_size=shape["intermediate"], hidden_act="gelu_tanh",
+                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     model = BertPretrainer(BertEncoder(config))
     model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile)
     return lambda: model.train_on_batch(batch)
 
 
-def keras_hub_step(batch: dict, shape: dict = SHAPE):
+def keras_hub_step(batch: dict, shape: dict = SHAPE, jit_compile: bool = True):
     import keras
     import keras_hub
 
@@ -67,7 +69,7 @@ def keras_hub_step(batch: dict, shape: dict = SHAPE):
     model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     model.compile(optimizer=keras.optimizers.AdamW(1e-4),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  weighted_metrics=["sparse_categorical_accuracy"], jit_compile=True)
+                  weighted_metrics=["sparse_categorical_accuracy"], jit_compile=jit_compile)
     x = {"token_ids": batch["input_ids"], "segment_ids": batch["segment_ids"],
          "padding_mask": batch["input_mask"].astype(bool),
          "mask_positions": batch["masked_lm_positions"]}

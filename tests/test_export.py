@@ -425,9 +425,58 @@ def test_load_for_export_errors(tmp_path, chinese_vocab_file):
     tfbert.save_pretrained(model, str(tmp_path / "novocab"), metadata=metadata)
     with pytest.raises(FileNotFoundError, match="no vocab.txt"):
         load_for_export(str(tmp_path / "novocab"))
+    tfbert.save_pretrained(model, str(tmp_path / "ok"), vocab_file=chinese_vocab_file,
+                           metadata=metadata)
     tfbert.save_pretrained(model, str(tmp_path / "wrong"), vocab_file=chinese_vocab_file,
                            metadata={**metadata, "task": "ner"})
     with pytest.raises(ValueError, match="says task 'ner' but the model is a BertClassifier"):
         load_for_export(str(tmp_path / "wrong"))
     with pytest.raises(ValueError, match="exceeds the model's max_position_embeddings 64"):
-        load_for_export(str(tmp_path / "wrong"), max_seq_length=65)
+        load_for_export(str(tmp_path / "ok"), max_seq_length=65)
+
+
+def test_ner_span_decoding_follows_conlleval_for_bio_and_bioes(chinese_vocab_file):
+    from tfbert.export.saved_model import BertServingModule, ExportSpec
+
+    labels = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]
+    vocab_size = len(open(chinese_vocab_file, encoding="utf-8").readlines())
+    keras.utils.set_random_seed(5)
+    model = tfbert.BertTokenClassifier(tfbert.BertEncoder(tfbert.BertConfig(
+        vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=16, max_position_embeddings=64)), num_classes=len(labels))
+    module = BertServingModule(model, chinese_vocab_file, ExportSpec("ner", 24, labels))
+    rng = np.random.default_rng(0)
+    batch, t = 64, 24
+    lengths = rng.integers(0, t - 1, batch)
+    tags = rng.integers(0, len(labels), (batch, t))
+    positions = np.arange(t)[None, :]
+    mask = (positions < lengths[:, None] + 2).astype(np.int32)
+    ids = np.where(mask == 1, 20, 0).astype(np.int32)  # a non-"##" piece everywhere
+    logits = np.eye(len(labels), dtype=np.float32)[tags]
+    out = module._decode_ner({"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+                              "segment_ids": tf.zeros_like(ids)}, tf.constant(logits), None)
+    for i in range(batch):
+        words = [labels[k] for k in tags[i, 1:lengths[i] + 1]]  # pieces between [CLS]/[SEP]
+        want = [(e.start + 1, e.end + 2, e.type) for e in get_entities(words)]
+        n = int(out["entity_count"][i])
+        have = list(zip(out["entity_token_starts"][i][:n].numpy().tolist(),
+                        out["entity_token_ends"][i][:n].numpy().tolist(),
+                        [s.decode() for s in out["entity_labels"][i][:n].numpy()], strict=True))
+        assert have == want, (i, words)
+    # Word pieces: a "##" piece belongs to the word before it and its own tag is ignored.
+    continuation = open(chinese_vocab_file, encoding="utf-8").read().splitlines().index("##s")
+    is_cont = (rng.random((batch, t)) < 0.4) & (positions >= 2) & (mask == 1)
+    out = module._decode_ner({"input_ids": tf.constant(np.where(is_cont, continuation, ids)),
+                              "input_mask": tf.constant(mask),
+                              "segment_ids": tf.zeros_like(ids)}, tf.constant(logits), None)
+    for i in range(batch):
+        last = lengths[i]  # pieces 1..last
+        firsts = [p for p in range(1, last + 1) if not is_cont[i, p]]
+        ends = firsts[1:] + [last + 1]
+        words = [labels[tags[i, p]] for p in firsts]
+        want = [(firsts[e.start], ends[e.end], e.type) for e in get_entities(words)]
+        n = int(out["entity_count"][i])
+        have = list(zip(out["entity_token_starts"][i][:n].numpy().tolist(),
+                        out["entity_token_ends"][i][:n].numpy().tolist(),
+                        [s.decode() for s in out["entity_labels"][i][:n].numpy()], strict=True))
+        assert have == want, (i, words)

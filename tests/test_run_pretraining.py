@@ -178,6 +178,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
                                    err_msg=name)
 
 
+@pytest.mark.slow  # the exact check on a plain model is in test_training.py (default run)
 def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
     """2 micro-batches of 4 vs batches of 8, dropout off: the same loss trajectory, and updates
     that agree to a few percent of their size.
@@ -218,7 +219,8 @@ def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
     assert np.linalg.norm(accumulated - full) < 0.05 * np.linalg.norm(full)  # measured: 1.1%
 
 
-@pytest.mark.parametrize("precision", ["bfloat16", "float16"])
+@pytest.mark.parametrize("precision", [
+    "bfloat16", pytest.param("float16", marks=pytest.mark.slow)])
 def test_mixed_precision_trains_with_float32_master_weights(tiny_data, tmp_path, precision):
     import keras
 
@@ -310,6 +312,7 @@ _MIRRORED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # test_training.py checks MirroredStrategy exactly on a plain model
 def test_mirrored_two_cpus_matches_one_device(tiny_data, tmp_path):
     """BertPretrainer under MirroredStrategy over 2 logical CPUs follows the one-device loss
     trajectory at the same global batch (dropout off; per-replica MLM normalisation as in

@@ -277,3 +277,54 @@ def test_saved_model_cli_run(export_root, chinese_vocab_file, tmp_path):
                                atol=1e-6)
     assert np.load(tmp_path / "labels.npy", allow_pickle=True).tolist() == \
         direct["labels"].numpy().tolist()
+
+
+OLD_TF_SCRIPT = r"""
+import glob, importlib.util, json, os, sys
+import tensorflow as tf
+from tensorflow.python.framework import load_library
+# TF Text's op libraries, without importing tensorflow_text (whose Python deps may be missing).
+base = list(importlib.util.find_spec("tensorflow_text").submodule_search_locations)[0]
+for so in sorted(glob.glob(os.path.join(base, "python", "**", "_*.so"), recursive=True)):
+    load_library.load_op_library(so)
+path, inputs = json.loads(sys.argv[1])
+# The TF1 session loader: what TF Serving's C++ SavedModelBundle does.
+with tf.compat.v1.Session(graph=tf.Graph()) as sess:
+    meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
+    sig = meta.signature_def["serving_default"]
+    out = sess.run({k: v.name for k, v in sig.outputs.items()},
+                   {sig.inputs[k].name: v for k, v in inputs.items()})
+print(json.dumps({"tf": tf.__version__, "out": {k: v.tolist() if v.dtype != object else
+                  [x.decode() for x in v.ravel()] for k, v in out.items()}}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["classification", "ner", "qa"])
+def test_exports_load_in_the_tensorflow_of_old_tf_serving(kind, export_root, chinese_vocab_file):
+    """TF Serving 2.12's core: load the export with TF 2.12.1 + TF Text 2.12.1 (and 2.20.0).
+
+    Needs interpreters of such environments, e.g. `python3.11 -m venv tf212 && tf212/bin/pip
+    install tensorflow-cpu==2.12.1 && tf212/bin/pip install --no-deps tensorflow-text==2.12.1`,
+    listed in TFBERT_OLD_TF_PYTHONS (colon-separated); skipped otherwise.
+    """
+    pythons = [p for p in os.environ.get("TFBERT_OLD_TF_PYTHONS", "").split(":") if p]
+    if not pythons:
+        pytest.skip("set TFBERT_OLD_TF_PYTHONS to old-TF interpreters to run this check")
+    export_dir = exported(kind, export_root, chinese_vocab_file)[1]
+    texts = ["北京欢迎你。", "", "中华人民共和国" * 10]
+    inputs = {"text": texts, **({"text_b": texts[::-1]} if kind == "qa" else {})}
+    here = _signatures(export_dir)["serving_default"](
+        **{k: tf.constant(v) for k, v in inputs.items()})
+    for python in pythons:
+        proc = subprocess.run([python, "-c", OLD_TF_SCRIPT, json.dumps([export_dir, inputs])],
+                              capture_output=True, text=True, timeout=600,
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        old = json.loads(proc.stdout.strip().splitlines()[-1])
+        for name, value in here.items():
+            if value.dtype == tf.string:
+                assert old["out"][name] == [x.decode() for x in value.numpy().ravel()], name
+            else:
+                np.testing.assert_allclose(np.asarray(old["out"][name]), value.numpy(),
+                                           atol=1e-5, err_msg=f"TF {old['tf']}: {name}")

@@ -11,7 +11,6 @@ import random
 import re
 import subprocess
 import sys
-import unicodedata
 
 import numpy as np
 import pytest

@@ -113,7 +113,8 @@ class _Untracked:
 
 
 class BertServingModule(tf.Module):
-    """The exported object: the Keras model, the tokenizer and packer, and the signatures.
+    """The exported object: the model's variables, the vocab asset and the two signatures,
+    which run tfbert's tokenizer and packer and the Keras model inside the graph.
 
     Args:
         model: a tfbert task model or BertEncoder (Keras, TF backend).
@@ -185,8 +186,7 @@ class BertServingModule(tf.Module):
             return {"logits": tf.cast(outputs, tf.float32)}
         if task == "qa":
             return {k: tf.cast(outputs[k], tf.float32) for k in ("start_logits", "end_logits")}
-        return {"pooled_output": outputs["pooled_output"],
-                "sequence_output": outputs["sequence_output"]}
+        return {k: tf.cast(outputs[k], tf.float32) for k in ("pooled_output", "sequence_output")}
 
     def _preprocess(self, text: tf.Tensor, text_b: tf.Tensor | None
                     ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:

@@ -149,8 +149,7 @@ def run_ner(config: NerConfig) -> dict[str, Any]:
                                metadata={"task": "ner", "labels": labels,
                                          "max_seq_length": config.max_seq_length,
                                          "lower_case": lower_case,
-                                         "token_separator": test[0].separator if test else
-                                         train[0].separator})
+                                         "token_separator": train[0].separator})
     if config.do_eval and dev and "dev" not in results:
         results["dev"] = score("dev")[0]
     if config.do_predict:

@@ -8,6 +8,9 @@ free positions, is
     len_a = min(la, max(L - lb, ceil(L / 2)))
     len_b = min(lb, max(L - la, floor(L / 2)))
 
+(transformers' Python tokenizer truncates the same way; the Rust `tokenizers` one gives the
+shorter segment at most floor(L / 2), which differs when B is the longer one and L is odd.)
+
 Only core ops (RaggedRange, RaggedTensorToTensor, GatherV2, ...), so exported models load in
 TF Serving 2.12-2.20, whose bundled TF Text lacks newer ops such as `TFText>RoundRobinTrim`.
 """

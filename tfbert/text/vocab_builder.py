@@ -22,6 +22,7 @@ gets further [unusedN] slots instead.
 from __future__ import annotations
 
 import collections
+import functools
 import heapq
 import logging
 import os
@@ -99,11 +100,7 @@ def count_words(texts: Iterable[str], lower_case: bool = True, batch_size: int =
     import tensorflow as tf
     from tqdm.auto import tqdm
 
-    from tfbert.text.tokenizer import BertTokenizer
-
-    splitter = BertTokenizer(_SPLITTER_VOCAB, lower_case=lower_case)
-    split = tf.function(lambda x: splitter.split_words(x).flat_values,
-                        input_signature=[tf.TensorSpec([None], tf.string)])
+    split = _word_splitter(lower_case)
     counts: collections.Counter = collections.Counter()
     chars = cjk = 0
     batch: list[str] = []
@@ -151,9 +148,8 @@ def learn_wordpieces(word_counts: dict[str, int], budget: int,
     chars = sorted(char_counts, key=lambda c: (-char_counts[c], c))
     alone = _split_alone(chars)
     tokens: list[str] = []
-    for ch in chars:  # plain forms of all, then continuations, within the budget
-        tokens.append(ch)
-    tokens += ["##" + ch for ch in chars if not alone[ch]]
+    for ch in chars:  # by frequency, each with its continuation form
+        tokens += [ch] if alone[ch] else [ch, "##" + ch]
     tokens = tokens[:budget]
     known = set(tokens)
 
@@ -336,6 +332,18 @@ def _merge_word(symbols: list[str], pair: tuple[str, str], merged: str) -> list[
             out.append(symbols[i])
             i += 1
     return out if changed else symbols
+
+
+@functools.cache
+def _word_splitter(lower_case: bool) -> Any:
+    """texts tf.string [B] -> their words, flat tf.string [W] (one traced function per mode)."""
+    import tensorflow as tf
+
+    from tfbert.text.tokenizer import BertTokenizer
+
+    splitter = BertTokenizer(_SPLITTER_VOCAB, lower_case=lower_case)
+    return tf.function(lambda x: splitter.split_words(x).flat_values,
+                       input_signature=[tf.TensorSpec([None], tf.string)])
 
 
 def _split_alone(chars: Sequence[str]) -> dict[str, bool]:

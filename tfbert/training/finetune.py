@@ -423,16 +423,18 @@ def checkpoint_vocab(init_checkpoint: str | None) -> str:
     return path
 
 
-def load_finetuned(config: TaskConfig, task: str) -> tuple[Any, list[str], str, bool]:
+def load_finetuned(config: TaskConfig, task: str, labelled: bool = True
+                   ) -> tuple[Any, list[str], str, bool]:
     """The model a fine-tuning run wrote, for eval/predict without training.
 
     Args:
         config: TaskConfig. init_checkpoint is the run's output_dir/model (tfbert format,
             tfbert.json naming the task); vocab_file and do_lower_case override the saved ones.
-        task: str. The task it must have been trained for ("classification", "ner", ...).
+        task: str. The task it must have been trained for ("classification", "ner", "qa", ...).
+        labelled: bool. Whether the metadata must list the labels (classes or tags).
 
     Returns:
-        (model, labels, vocab_file, lower_case).
+        (model, labels ([] for a task without labels), vocab_file, lower_case).
     """
     from tfbert import checkpoints
 
@@ -441,8 +443,9 @@ def load_finetuned(config: TaskConfig, task: str) -> tuple[Any, list[str], str, 
         raise ValueError("without do_train, init_checkpoint must be a fine-tuned model "
                          "directory (output_dir/model of a training run)")
     metadata = checkpoints.read_metadata(path)
-    if metadata.get("task") != task or "labels" not in metadata:
-        raise ValueError(f"{path}: tfbert.json says task {metadata.get('task')!r}; without "
+    if metadata.get("task") != task or (labelled and "labels" not in metadata):
+        raise ValueError(f"{path}: tfbert.json says task {metadata.get('task')!r}"
+                         f"{'' if 'labels' in metadata else ' and lists no labels'}; without "
                          f"do_train init_checkpoint must be a fine-tuned {task} model")
     with model_scope(config):
         model = checkpoints.load_model(path)
@@ -450,4 +453,4 @@ def load_finetuned(config: TaskConfig, task: str) -> tuple[Any, list[str], str, 
     lower_case = config.do_lower_case
     if lower_case is None:
         lower_case = bool(metadata.get("lower_case", model.encoder.config.lower_case))
-    return model, list(metadata["labels"]), vocab_file, lower_case
+    return model, list(metadata.get("labels", [])), vocab_file, lower_case

@@ -52,6 +52,7 @@ PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mi
 RESULTS_FILE = "pretrain_results.json"
 HISTORY_FILE = "pretrain_history.json"
 RUN_CONFIG_FILE = "pretrain_config.json"
+METRICS = ("loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy", "next_sentence_accuracy")
 
 # The built-in default: a small Chinese BERT (bert-mini's shape) sized to pretrain in about ten
 # minutes on two CPU cores. vocab_size comes from the vocab built from the corpus.
@@ -194,7 +195,7 @@ class DefaultData:
 
 
 def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size: int = 8000,
-                 lower_case: bool = True, whole_word_mask: bool = False, dupe_factor: int = 5,
+                 lower_case: bool = True, whole_word_mask: bool = False, dupe_factor: int = 2,
                  eval_fraction: float = 0.03, num_shards: int = 4,
                  seed: int = 12345) -> DefaultData:
     """Builds, once, a vocab and pretraining TFRecords from the built-in Chinese corpus.
@@ -400,49 +401,57 @@ def _seed_states(model: keras.Model) -> list[Any]:
     return [v for v in model.variables if id(v) not in weights]
 
 
-def make_datasets(config: PretrainConfig, train_files: str, eval_files: str | None,
-                  vocab_file: str, lower_case: bool, multi_worker: bool,
-                  skip_steps: int = 0, eval_batches: int | None = None
-                  ) -> tuple[tf.data.Dataset, tf.data.Dataset | None]:
-    """The training dataset (Keras batches, positioned after `skip_steps` steps) and the eval
-    dataset (`max_eval_steps` fixed batches, cached so every evaluation sees the same masks;
-    `eval_batches`, when known, declares how many there are).
+def _pipeline_args(config: PretrainConfig, vocab_file: str, lower_case: bool) -> dict[str, Any]:
+    return dict(vocab_file=vocab_file, max_seq_length=config.max_seq_length,
+                max_predictions_per_seq=config.max_predictions_per_seq,
+                masked_lm_prob=config.masked_lm_prob, whole_word_mask=config.whole_word_mask,
+                lower_case=lower_case)
 
-    The training pipeline always batches `train_batch_size` examples (so the examples and masks
-    of a step do not depend on accumulation or replicas), then splits each batch into the k
-    accumulation micro-batches; Keras splits those over the replicas.
+
+def _distribute_options(multi_worker: bool) -> tf.data.Options:
+    options = tf.data.Options()
+    # Multi-worker: every worker replays the same global stream and keeps its share of each
+    # batch, so a step's data does not depend on the worker count and resume-by-replay is exact.
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA if multi_worker
+        else tf.data.experimental.AutoShardPolicy.AUTO)
+    return options
+
+
+def train_dataset(config: PretrainConfig, files: str, vocab_file: str, lower_case: bool,
+                  multi_worker: bool = False, skip_steps: int = 0) -> tf.data.Dataset:
+    """The training batches for Keras, positioned after `skip_steps` optimizer steps.
+
+    The pipeline always batches `train_batch_size` examples (so the examples and masks of a step
+    do not depend on accumulation or replicas), then splits each batch into the k accumulation
+    micro-batches; Keras splits those over the replicas.
     """
     from tfbert.data.pretraining import pretraining_dataset
 
     k = config.gradient_accumulation_steps
-    common = dict(vocab_file=vocab_file, max_seq_length=config.max_seq_length,
-                  max_predictions_per_seq=config.max_predictions_per_seq,
-                  masked_lm_prob=config.masked_lm_prob, whole_word_mask=config.whole_word_mask,
-                  lower_case=lower_case)
-    train = pretraining_dataset(train_files, batch_size=config.train_batch_size,
-                                seed=config.seed, **common)
+    ds = pretraining_dataset(files, batch_size=config.train_batch_size, seed=config.seed,
+                             **_pipeline_args(config, vocab_file, lower_case))
     if k > 1:
-        train = train.unbatch().batch(config.train_batch_size // k, drop_remainder=True)
+        ds = ds.unbatch().batch(config.train_batch_size // k, drop_remainder=True)
     if skip_steps:
-        train = train.skip(skip_steps * k)
-    evaluation = None
-    if eval_files:
-        evaluation = pretraining_dataset(eval_files, batch_size=config.eval_batch_size,
-                                         seed=config.seed + 1, repeat=False, shuffle=False,
-                                         **common)
-        evaluation = evaluation.take(config.max_eval_steps).cache()
-        if eval_batches:
-            evaluation = evaluation.apply(tf.data.experimental.assert_cardinality(
-                min(eval_batches, config.max_eval_steps)))
-    options = tf.data.Options()
-    # Every worker replays the same global stream and keeps its share of each batch: the
-    # per-step data is then independent of the worker count, and resume-by-replay stays exact.
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA if multi_worker
-        else tf.data.experimental.AutoShardPolicy.AUTO)
-    train = train.with_options(options)
-    evaluation = evaluation.with_options(options) if evaluation is not None else None
-    return train, evaluation
+        ds = ds.skip(skip_steps * k)
+    return ds.with_options(_distribute_options(multi_worker))
+
+
+def eval_dataset(config: PretrainConfig, files: str, vocab_file: str, lower_case: bool,
+                 multi_worker: bool = False, num_batches: int | None = None) -> tf.data.Dataset:
+    """`max_eval_steps` fixed eval batches, cached so every evaluation sees the same masks
+    (`num_batches`, when known, declares how many there are)."""
+    from tfbert.data.pretraining import pretraining_dataset
+
+    ds = pretraining_dataset(files, batch_size=config.eval_batch_size, seed=config.seed + 1,
+                             repeat=False, shuffle=False,
+                             **_pipeline_args(config, vocab_file, lower_case))
+    ds = ds.take(config.max_eval_steps).cache()
+    if num_batches:
+        ds = ds.apply(tf.data.experimental.assert_cardinality(
+            min(num_batches, config.max_eval_steps)))
+    return ds.with_options(_distribute_options(multi_worker))
 
 
 # --------------------------------------------------------------------------- the run
@@ -575,12 +584,12 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
     if chief:
         callbacks.append(cb.TensorBoardScalars(progress, os.path.join(output_dir, "logs"),
                                                config.log_steps))
-    train_ds, eval_ds = make_datasets(config, train_files, eval_files, vocab_file, lower_case,
-                                      multi_worker, skip_steps=start_step,
-                                      eval_batches=eval_batches)
+    make_eval = lambda: eval_dataset(config, eval_files, vocab_file, lower_case, multi_worker,
+                                     eval_batches)
     remaining = config.num_train_steps - start_step
-    train_logs: dict[str, float] = {}
     if remaining > 0:
+        train_ds = train_dataset(config, train_files, vocab_file, lower_case, multi_worker,
+                                 skip_steps=start_step)
         loops = math.ceil(remaining / config.steps_per_loop)
         logger.info("pretraining steps %d..%d: %d loop(s) of %d steps, global batch %d over %d "
                     "replica(s), %d micro-batch(es) per step", start_step, config.num_train_steps,
@@ -588,7 +597,8 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
         verbose = config.verbose if config.verbose is not None else (
             1 if sys.stdout.isatty() else 2)
         model.fit(train_ds, epochs=loops, steps_per_epoch=config.steps_per_loop * k,
-                  validation_data=eval_ds, callbacks=callbacks, verbose=verbose)
+                  validation_data=make_eval() if eval_files else None, callbacks=callbacks,
+                  verbose=verbose)
         if nan_guard.bad_step is not None:
             raise FloatingPointError(
                 f"loss became {nan_guard.bad_loss} at step {nan_guard.bad_step}; training "
@@ -600,10 +610,16 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
     else:
         logger.info("already trained to step %d (num_train_steps %d); nothing to train",
                     start_step, config.num_train_steps)
-    train_logs = history.entries[-1] if history.entries else {}
 
     # --- results ---
-    results = _results(model, eval_ds, train_logs, progress)
+    last = history.entries[-1] if history.entries else {}
+    train_logs = last if last.get("step") == progress.step else {}
+    eval_scores = None
+    if eval_files:
+        eval_scores = {n: train_logs[f"val_{n}"] for n in METRICS if f"val_{n}" in train_logs}
+        if len(eval_scores) < len(METRICS):
+            eval_scores = model.evaluate(make_eval(), return_dict=True, verbose=0)
+    results = _results(train_logs, eval_scores, progress)
     if chief:
         from tfbert import checkpoints
 
@@ -618,24 +634,16 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
     return results
 
 
-def _results(model: keras.Model, eval_ds: tf.data.Dataset | None, train_logs: dict[str, float],
+def _results(train_logs: dict[str, float], eval_scores: dict[str, float] | None,
              progress: cb.TrainingProgress) -> dict[str, Any]:
-    names = ("loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy", "next_sentence_accuracy")
     speed = progress.examples_per_second
     results: dict[str, Any] = {"global_step": progress.step,
                                "examples_per_second": speed if math.isfinite(speed) else None,
                                "examples_trained": progress.examples}
-    results.update({f"train_{n}": train_logs[n] for n in names if n in train_logs})
-    if eval_ds is not None:
-        if all(f"val_{n}" in train_logs for n in names):
-            scores = {n: train_logs[f"val_{n}"] for n in names}
-        else:
-            scores = model.evaluate(eval_ds, return_dict=True, verbose=0)
-        results.update({n: float(scores[n]) for n in names})
-        results["metrics_from"] = "eval"
-    else:
-        results.update({n: train_logs[n] for n in names if n in train_logs})
-        results["metrics_from"] = "train"
+    results.update({f"train_{n}": train_logs[n] for n in METRICS if n in train_logs})
+    main = eval_scores if eval_scores is not None else train_logs
+    results.update({n: float(main[n]) for n in METRICS if n in main})
+    results["metrics_from"] = "eval" if eval_scores is not None else "train"
     return results
 
 

@@ -1,0 +1,63 @@
+"""Interleaved A/B of pretraining steps: tfbert vs keras-hub (and optional variants) in one process.
+
+Alternates one step of each system for several rounds so that machine load hits every system
+equally, then prints each system's median step time and tfbert's ratio to keras-hub. Used to
+measure each optimisation recorded in bench/NOTES.md.
+
+    python bench/ab_pretrain.py [--rounds 8] [--systems tfbert,keras-hub,pytorch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from bench_pretrain import BATCH, keras_hub_step, synthetic_batch, tfbert_step, torch_step  # noqa: E402,E501
+
+MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_step,
+          # Diagnostic variants (not valid comparisons): no XLA; no dropout (its RNG cost).
+          "tfbert-nojit": lambda b: tfbert_step(b, jit_compile=False),
+          "tfbert-nodropout": lambda b: tfbert_step(b, dropout=0.0),
+          "tfbert-nojit-nodropout": lambda b: tfbert_step(b, jit_compile=False, dropout=0.0),
+          "tfbert-jit": lambda b: tfbert_step(b, jit_compile=True),
+          "keras-hub-nojit": lambda b: keras_hub_step(b, jit_compile=False)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--systems", default="tfbert,keras-hub")
+    args = parser.parse_args()
+    batch = synthetic_batch()
+    steps = {}
+    for name in args.systems.split(","):
+        start = time.perf_counter()
+        steps[name] = MAKERS[name](batch)
+        for _ in range(args.warmup):
+            steps[name]()
+        print(f"{name}: built + {args.warmup} warm-up steps in "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
+    times = {name: [] for name in steps}
+    for _ in range(args.rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    result = {name: {"step_ms": 1e3 * statistics.median(t),
+                     "sequences_per_s": BATCH / statistics.median(t)} for name, t in times.items()}
+    if "tfbert" in result and "keras-hub" in result:
+        result["tfbert/keras-hub"] = (result["tfbert"]["sequences_per_s"]
+                                      / result["keras-hub"]["sequences_per_s"])
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
