@@ -21,7 +21,8 @@ setup(
         "snownlp>=0.12,<0.13",
     ],
     extras_require={
-        "test": ["pytest>=8,<10", "ruff>=0.6", "tokenizers>=0.20,<1", "scikit-learn>=1.4,<2"],
+        "test": ["pytest>=8,<10", "ruff>=0.6", "tokenizers>=0.20,<1", "scikit-learn>=1.4,<2",
+                 "tensorflow-serving-api>=2.21,<2.22"],
         "bench": ["matplotlib>=3.8,<4", "onnx>=1.16", "onnxscript>=0.5", "onnxruntime>=1.18"],
         "jax": ["jax>=0.4.30"],
     },

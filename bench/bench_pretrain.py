@@ -1,9 +1,11 @@
 """Pretraining step: tfbert BertPretrainer vs keras-hub BertMaskedLM vs transformers (PyTorch).
 
-Same config, batch, sequence length and masked positions; float32; each peer set up as its users
-run it (keras-hub: TensorFlow backend with jit_compile=True, the Keras default for TF; PyTorch:
-eager CPU with torch.optim.AdamW). Reports sequences/s, model FLOP/s and MFU against the machine's
-measured float32 matmul peak.
+Same config, batch, sequence length and masked positions; float32; each system set up as its users
+run it (tfbert: `BertPretrainer.compile()`'s default jit_compile="auto", which is XLA off on a
+CPU-only TensorFlow and on with an accelerator; keras-hub: TensorFlow backend with
+jit_compile=True; PyTorch: eager CPU with torch.optim.AdamW). keras-hub without XLA is reported
+too, so the effect of the XLA setting is visible (see bench/NOTES.md). Reports sequences/s,
+model FLOP/s and MFU against the machine's measured float32 matmul peak.
 
     python bench/bench_pretrain.py [--quick]
 """
@@ -43,7 +45,7 @@ def synthetic_batch(seed: int = 0, seq: int = SEQ, batch: int = BATCH,
     }
 
 
-def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool = True,
+def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool | str = "auto",
                 dropout: float = 0.1):
     import keras
 
@@ -117,7 +119,9 @@ def run(quick: bool = False, peak_flops: float | None = None) -> dict:
                                            SHAPE["intermediate"], SHAPE["vocab"], SEQ,
                                            PREDICTIONS)
     reps, inner = (3, 2) if quick else (5, 4)
-    systems = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_step}
+    systems = {"tfbert": tfbert_step, "keras-hub": keras_hub_step,
+               "keras-hub (no XLA)": lambda b: keras_hub_step(b, jit_compile=False),
+               "pytorch": torch_step}
     rows = []
     for name, make in systems.items():
         try:

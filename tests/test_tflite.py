@@ -92,14 +92,21 @@ def test_text_model_uses_tf_text_kernels_and_matches_keras(classifier, files,
     np.testing.assert_array_equal(got["input_ids"], reference["input_ids"].numpy())
     want = model(reference, training=False).numpy()
     np.testing.assert_allclose(got["logits"], want, atol=1e-4)
+    assert (info["inputs"], info["quantization"]) == ("text", "float32")
+    np.testing.assert_allclose(tflite.run_text_tflite(info["path"], batch),
+                               tf.nn.softmax(want).numpy(), atol=1e-4)
 
 
-def test_text_tokenizer_agreement_on_builtin_corpus(chinese_vocab_file):
+def test_text_tokenizer_agreement_on_builtin_corpus(chinese_vocab_file, classifier, files):
     spec = ExportSpec(task="encoder", seq_length=64)
     sample = corpora.people_daily_lines()[::20][:600] + [t for t, _ in corpora.reviews()[:400]]
     result = tflite.measure_agreement(chinese_vocab_file, spec, sample)
     assert result["texts"] == 1000
     assert result["equal_texts"] >= 0.99 and result["equal_tokens"] >= 0.999, result
+    # The same through the converted model and TF Text's TFLite kernels.
+    result = tflite.measure_agreement(chinese_vocab_file, classifier[1], sample[::5],
+                                      tflite_path=files["model_text_float32.tflite"]["path"])
+    assert result["equal_texts"] >= 0.99, result
 
 
 def test_case_extended_vocab_lowercases_like_the_reference(chinese_vocab_file):

@@ -40,12 +40,13 @@ def _data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def _train(k: int, name: str = "adamw", steps: int = 4, batch: int = 16) -> list[np.ndarray]:
+def _train(k: int, name: str = "adamw", steps: int = 4, batch: int = 16,
+           jit_compile: bool = False) -> list[np.ndarray]:
     model = _model()
     opt = optimization.create_optimizer(1e-2, num_train_steps=20, num_warmup_steps=2,
                                         optimizer=name, gradient_accumulation_steps=k,
                                         variables=model.trainable_variables)
-    model.compile(optimizer=opt, loss="mse")
+    model.compile(optimizer=opt, loss="mse", jit_compile=jit_compile)
     x, y = _data()
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch // k)
     model.fit(ds, epochs=1, steps_per_epoch=steps * k, verbose=0)
@@ -139,6 +140,11 @@ def test_gradient_accumulation_matches_large_batch(name):
     big = _train(1, name)
     accumulated = _train(4, name)
     for a, b in zip(big, accumulated, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_accumulation_under_xla():
+    for a, b in zip(_train(1), _train(2, jit_compile=True), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 

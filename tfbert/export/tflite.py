@@ -26,7 +26,10 @@ unreachable, and UPPER / Title variants of every piece are added and mapped back
 piece's id. What remains different from the reference: accents are kept (an uncased vocab
 sees "café", not "cafe"), mixed-case words ("iPhone"), control characters split words instead
 of vanishing, and the per-word limit counts 100 bytes instead of 100 characters.
-`measure_agreement` reports how often its ids equal the reference's.
+`measure_agreement` reports how often its ids equal the reference's. Measured on the built-in
+corpus (1,000 People's Daily lines + 1,000 reviews, max_seq_length 128): 100% of texts get the
+reference ids, with a character-level Chinese vocab and with MiniLM's uncased English vocab;
+plain FastBertTokenizer(lower_case_nfd_strip_accents=True) matches 20.8% / 20.4% of them.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ from tfbert.export.saved_model import ID_INPUTS, ExportSpec
 logger = logging.getLogger(__name__)
 
 QUANTIZATIONS = ("float32", "float16", "int8")
+# The custom ops the text model may contain: TF Text kernels in SELECT_TFTEXT_OPS.
+TEXT_MODEL_CUSTOM_OPS = frozenset({"FastBertNormalize", "FastWordpieceTokenizeWithOffsets",
+                                   "RaggedTensorToTensor"})
 MAX_BYTES_PER_WORD = 100  # the reference's 100 characters per word, counted in bytes here
 
 
@@ -315,8 +321,8 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
         sample_text: str. Input of the latency measurement (batch 1).
 
     Returns:
-        {file name: {"path", "bytes", "latency_ms" (median of 10 runs, batch 1, this CPU),
-        "builtin_ops", "custom_ops"}}.
+        {file name: {"path", "inputs" ("ids" or "text"), "quantization", "bytes",
+        "latency_ms" (median of 10 runs, batch 1, this CPU), "builtin_ops", "custom_ops"}}.
     """
     from tfbert.text.vocab import load_vocab
 
@@ -341,17 +347,47 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
         for quantization in quantizations:
             name = f"model_{kind}_{quantization}.tflite"
             content = convert(modules[kind], quantization, custom_ops=kind == "text")
+            builtin, custom = tflite_ops(content)
+            unexpected = sorted(set(custom) - (TEXT_MODEL_CUSTOM_OPS if kind == "text"
+                                               else set()))
+            if unexpected:  # allow_custom_ops would let any unconverted TF op through
+                raise ValueError(f"tflite.py: {name} needs custom ops {unexpected} that no "
+                                 "TF Text TFLite kernel provides")
             path = os.path.join(output_dir, name)
             with open(path, "wb") as f:
                 f.write(content)
-            builtin, custom = tflite_ops(content)
             interpreter = make_interpreter(path, text_ops=kind == "text")
             latency = _latency_ms(interpreter, text_inputs if kind == "text" else ids_inputs)
-            results[name] = {"path": path, "bytes": len(content), "latency_ms": latency,
+            results[name] = {"path": path, "inputs": kind, "quantization": quantization,
+                             "bytes": len(content), "latency_ms": latency,
                              "builtin_ops": builtin, "custom_ops": custom}
             logger.info("%s: %.1f KiB, %.2f ms (batch 1, median of 10)", name,
                         len(content) / 1024, latency)
     return results
+
+
+def run_text_tflite(tflite_path: str, texts: Sequence[str],
+                    texts_b: Sequence[str] | None = None,
+                    output: str = "probabilities") -> np.ndarray:
+    """One output of a text-in .tflite model (TF Text kernels registered) for a batch of texts.
+
+    Args:
+        tflite_path: str. A model_text_*.tflite file.
+        texts: sequence of str. The `text` input.
+        texts_b: sequence of str or None. The `text_b` input of pair / QA models.
+        output: str. Output name: "probabilities", "label_ids", "logits", "start_logits", ...
+
+    Returns:
+        The output array, batch first.
+    """
+    inputs = {"text": np.array([t.encode() for t in texts], dtype=object)}
+    if texts_b is not None:
+        inputs["text_b"] = np.array([t.encode() for t in texts_b], dtype=object)
+    outputs = run_tflite(make_interpreter(tflite_path, text_ops=True), inputs)
+    if output not in outputs:
+        raise KeyError(f"tflite.py: {tflite_path} has no output {output!r}; it has "
+                       f"{sorted(outputs)}")
+    return outputs[output]
 
 
 def evaluate_accuracy(tflite_path: str, texts: Sequence[str], labels: Sequence[int],
@@ -428,8 +464,9 @@ def measure_agreement(vocab_file: str, spec: ExportSpec, texts: Sequence[str],
         vocab_file: str. The model's vocab.
         spec: ExportSpec. Sequence length and lower_case.
         texts: sequence of str. Single texts (the comparison packs segment a only).
-        tflite_path: str or None. A model_text_*.tflite to run; None runs the same packing
-            graph in TensorFlow (the TFLite kernels are TF Text's same C++ code).
+        tflite_path: str or None. A model_text_*.tflite of a single-text model to run; None
+            runs the same packing graph in TensorFlow (the TFLite kernels are TF Text's same
+            C++ code).
         batch_size: int. Texts per call.
 
     Returns:
@@ -439,6 +476,9 @@ def measure_agreement(vocab_file: str, spec: ExportSpec, texts: Sequence[str],
     import tfbert
     from tfbert.text.vocab import load_vocab
 
+    if tflite_path is not None and spec.has_text_b:
+        raise ValueError("tflite.py: measure_agreement compares single texts; give the "
+                         "model_text file of a single-text model, or tflite_path=None")
     single = ExportSpec(task="encoder", seq_length=spec.seq_length, lower_case=spec.lower_case)
     reference = tfbert.BertPreprocessor(vocab_file, spec.seq_length, lower_case=spec.lower_case)
     packer = _TextPacker(load_vocab(vocab_file), single)
@@ -452,8 +492,6 @@ def measure_agreement(vocab_file: str, spec: ExportSpec, texts: Sequence[str],
             got = packer(tf.constant(chunk))["input_ids"].numpy()
         else:
             args = {"text": np.array([t.encode() for t in chunk], dtype=object)}
-            if spec.has_text_b:
-                args["text_b"] = np.array([b""] * len(chunk), dtype=object)
             got = run_tflite(interpreter, args)["input_ids"]
         equal_texts += int(np.sum(np.all(got == want_ids, axis=1)))
         real = want_mask.astype(bool)

@@ -19,10 +19,35 @@ from tfbert.layers.precision import float32_policy
 class BertSelfAttention(keras.layers.MultiHeadAttention):
     """keras.layers.MultiHeadAttention whose softmax runs in float32 under mixed precision.
 
-    Everything else (the Q/K/V/output EinsumDense projections, the [B, 1, T] or [B, T, T] boolean
-    mask, the fused `dot_product_attention` path when no probability dropout is active) is the
-    Keras layer unchanged; see its docstring for the arguments.
+    The Q/K/V/output EinsumDense projections and the [B, 1, T] or [B, T, T] boolean mask are the
+    Keras layer unchanged; see its docstring for the arguments. When the probabilities are not
+    returned, the mask enters as an additive [B, 1, 1, T] bias (0 or -1e9) instead of the stock
+    `where` before and after the softmax over the full [B, N, T, T] scores: the same
+    probabilities, two fewer [B, N, T, T] passes forward and four backward (bench/NOTES.md).
     """
+
+    def _compute_attention(self, query, key, value, attention_mask=None, training=None,
+                           return_attention_scores=False, use_causal_mask=False):
+        if return_attention_scores or use_causal_mask or self._flash_attention:
+            return super()._compute_attention(
+                query, key, value, attention_mask=attention_mask, training=training,
+                return_attention_scores=return_attention_scores,
+                use_causal_mask=use_causal_mask)
+        query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
+        scores = ops.einsum(self._dot_product_equation, key, query)  # [B, N, T, S]
+        scores = ops.cast(scores, self._softmax.compute_dtype)
+        if attention_mask is not None:
+            for _ in range(4 - len(attention_mask.shape)):  # [B, S] or [B, T, S] -> 4-D
+                attention_mask = ops.expand_dims(attention_mask, -3)
+            large = -3e4 if scores.dtype == "float16" else -1e9  # finite in the score dtype
+            bias = ops.where(ops.cast(attention_mask, "bool"),
+                             ops.zeros((), scores.dtype), ops.full((), large, scores.dtype))
+            scores = scores + bias  # bias: [B, 1, 1, S] or [B, 1, T, S]
+        probs = ops.softmax(scores, axis=-1)  # [B, N, T, S]
+        if self._dropout > 0.0:
+            probs = self._dropout_layer(probs, training=training)
+        probs = ops.cast(probs, value.dtype)
+        return ops.einsum(self._combine_equation, probs, value), None  # [B, T, N, D]
 
     def _build_attention(self, rank: int) -> None:
         super()._build_attention(rank)

@@ -88,6 +88,9 @@ class BertPretrainer(BertTask):
                 optimizer.
             loss: must be None (the model computes MLM + NSP itself).
             **kwargs: other keras.Model.compile arguments (jit_compile, steps_per_execution, ...).
+                Keep jit_compile="auto" (the default) unless measured otherwise: it is XLA off on
+                a CPU-only TensorFlow, where the TF graph with oneDNN kernels ran the pretraining
+                step 1.5x faster than XLA (bench/NOTES.md), and XLA on with a GPU/TPU or JAX.
         """
         if loss is not None:
             raise ValueError("BertPretrainer computes its own MLM + NSP loss; "

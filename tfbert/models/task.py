@@ -79,7 +79,9 @@ class BertTask(FeatureDictModel):
             metrics: Keras metrics (unweighted).
             weighted_metrics: "auto" (`default_metrics()`: accuracy, honouring sample weights
                 such as a padding mask) or Keras metrics.
-            **kwargs: other keras.Model.compile arguments (jit_compile, ...).
+            **kwargs: other keras.Model.compile arguments (jit_compile, ...). The default
+                jit_compile="auto" is XLA off on a CPU-only TensorFlow (oneDNN kernels measured
+                faster there, bench/NOTES.md) and on with a GPU/TPU or JAX.
         """
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(5e-5)

@@ -168,7 +168,8 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
                                vocab_file=vocab_file,
                                metadata={"task": "classification", "labels": labels,
                                          "max_seq_length": config.max_seq_length,
-                                         "lower_case": lower_case})
+                                         "lower_case": lower_case,
+                                         "pair": any(e.text_b is not None for e in train)})
     if config.do_eval and dev and "dev" not in results:
         results["dev"] = score(dev, predict(model, eval_ds["dev"]))
     if config.do_predict:

@@ -217,7 +217,8 @@ class BertTokenizer(keras.layers.Layer):
         """
         def split(flat: tf.Tensor) -> tf.RaggedTensor:
             chars = self._normalize(flat, collapse=False)
-            words, _, _, words_per_text = _words(chars, tf.size(flat, out_type=tf.int64))
+            index = tf.where(~chars["space"])[:, 0]
+            words, _, words_per_text = _words(chars, index, tf.size(flat, out_type=tf.int64))
             return tf.RaggedTensor.from_row_lengths(words, words_per_text, validate=False)
 
         return _map_strings(texts, split)
@@ -228,37 +229,47 @@ class BertTokenizer(keras.layers.Layer):
         return config
 
     # --- The pipeline --------------------------------------------------------------------------
+    # No tf.cond anywhere: inside tf.data a function holding control flow runs about twice as
+    # slow. Rare work (NFD expansion, canonical reordering, long words, the word-by-word path)
+    # runs on data-dependent subsets that are empty in most batches.
 
     def _tokenize(self, texts: tf.Tensor, with_offsets: bool) -> tuple:
         """texts tf.string [B] -> ids [B, (P)] (and start/end char offsets [B, (P)]).
 
         Normalized text goes to TF Text's WordPiece in one string per text (its own splitting at
-        whitespace, punctuation and CJK then equals the reference's), unless the batch holds one
-        of the few characters where TF Text's classes differ (`_UNSAFE`): then the words are
-        split here and passed one by one.
+        whitespace, punctuation and CJK then equals the reference's). A text holding one of the
+        few characters where TF Text's classes differ (`_UNSAFE`) is split into words here and
+        its words go to WordPiece one by one.
         """
         chars = self._normalize(texts)
         batch_size = tf.size(texts, out_type=tf.int64)
+        unsafe_rows = tf.unique(tf.boolean_mask(chars["row"], chars["unsafe"])).y  # sorted
         if self._force_word_path:
-            out = self._by_words(chars, batch_size, with_offsets)
-        else:
-            out = tf.cond(chars["unsafe"],
-                          lambda: self._by_words(chars, batch_size, with_offsets),
-                          lambda: self._by_texts(chars, batch_size, with_offsets))
+            unsafe_rows = tf.range(batch_size)
+        by_texts = self._by_texts(chars, batch_size, unsafe_rows, with_offsets)
+        by_words = self._by_words(chars, batch_size, unsafe_rows, with_offsets)
+        # Each text's pieces come from one path only; the other path has none for it.
+        ids = tf.concat([by_texts[0], by_words[0]], axis=1)  # [B, (P)]
         if not with_offsets:
-            return out[0], None, None
-        ids, first, last = out
+            return ids, None, None
+        first, last = (tf.concat([by_texts[0].with_flat_values(by_texts[i]),
+                                  by_words[0].with_flat_values(by_words[i])], axis=1).flat_values
+                       for i in (1, 2))  # [P] normalized character of each piece's ends
         text_start = tf.gather(chars["text_start"], ids.value_rowids())  # [P]
         starts = tf.gather(chars["src"], first) - text_start
         ends = tf.gather(chars["src_end"], last) - text_start
         return ids, ids.with_flat_values(starts), ids.with_flat_values(ends)
 
-    def _by_texts(self, chars: dict, batch_size: tf.Tensor, with_offsets: bool) -> tuple:
-        """WordPiece over whole normalized texts (separators as spaces)."""
+    def _by_texts(self, chars: dict, batch_size: tf.Tensor, unsafe_rows: tf.Tensor,
+                  with_offsets: bool) -> tuple:
+        """WordPiece over whole normalized texts (separators as spaces); unsafe texts empty."""
         cps = tf.where(chars["space"], 32, chars["cp"])  # [K]
         lines = tf.strings.unicode_encode(
             tf.RaggedTensor.from_value_rowids(cps, chars["row"], nrows=batch_size,
                                               validate=False), "UTF-8")  # [B]
+        unsafe = tf.scatter_nd(unsafe_rows[:, tf.newaxis], tf.ones_like(unsafe_rows),
+                               [batch_size]) > 0  # [B]
+        lines = tf.where(unsafe, "", lines)
         ids, byte_starts, byte_ends = self._wordpiece_texts.tokenize_with_offsets(lines)
         if not with_offsets:
             return (ids,)
@@ -267,9 +278,14 @@ class BertTokenizer(keras.layers.Layer):
         base = tf.gather(tf.gather(char_bytes, row_first_char), ids.value_rowids())  # [P]
         return (ids,) + _piece_chars(char_bytes, base, byte_starts, byte_ends)
 
-    def _by_words(self, chars: dict, batch_size: tf.Tensor, with_offsets: bool) -> tuple:
-        """WordPiece word by word (words split here)."""
-        words, word_chars, index, words_per_text = _words(chars, batch_size)
+    def _by_words(self, chars: dict, batch_size: tf.Tensor, unsafe_rows: tf.Tensor,
+                  with_offsets: bool) -> tuple:
+        """WordPiece word by word, for the texts in unsafe_rows (sorted)."""
+        row = chars["row"]
+        in_rows = tf.ragged.range(tf.searchsorted(row, unsafe_rows, side="left"),
+                                  tf.searchsorted(row, unsafe_rows, side="right")).flat_values
+        index = tf.boolean_mask(in_rows, ~tf.gather(chars["space"], in_rows))  # [K'] word chars
+        words, word_chars, words_per_text = _words(chars, index, batch_size)
         pieces, byte_starts, byte_ends = self._wordpiece_words.tokenize_with_offsets(words)
         ids = tf.RaggedTensor.from_row_lengths(pieces, words_per_text,
                                                validate=False).merge_dims(1, 2)  # [B, (P)]
@@ -288,56 +304,60 @@ class BertTokenizer(keras.layers.Layer):
         Returns:
             A dict of [K] tensors: `cp` (int32 normalized code points), `row` (int64 text index),
             `src`/`src_end` (int64 span of the source code points, as indices into all N),
-            `space` (separator), `word_start` (first character of a word); `text_start` [B]
-            (index of each text's first code point in N) and `unsafe` (bool scalar: the batch
-            needs the word-by-word path).
+            `space` (separator), `word_start` (first character of a word), `unsafe` (a
+            character TF Text's WordPiece would split differently); and `text_start` [B] (index
+            of each text's first code point in N).
         """
         chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
                                           replacement_char=0xFFFD)  # [B, (N)]
         cps = chars.flat_values  # [N] int32
         char_row = chars.value_rowids()  # [N] int64
         info = _lookup(self._info_index, self._info_blocks, cps)  # [N]
-        dropped = tf.not_equal(_bits(info, _DROP), 0)
+        src = tf.where(tf.equal(_bits(info, _DROP), 0))[:, 0]  # [K0] cleaning keeps these
+        cp, cp_info, row = _select(src, cps, info, char_row)
         if self.lower_case:
-            needs_nfd = tf.reduce_any(~dropped & tf.not_equal(_bits(info, _NFD_WORK), 0))
-            src, cp, cp_info, row = tf.cond(
-                needs_nfd,
-                lambda: self._nfd_strip_marks(cps, info, dropped, char_row),
-                lambda: _drop(cps, info, dropped, char_row))
+            src, cp, cp_info, row = self._nfd_strip_marks(src, cp, cp_info, row)
             cp = cp + tf.bitwise.right_shift(cp_info, _LOWER_SHIFT)  # lower-case, char by char
-        else:
-            src, cp, cp_info, row = _drop(cps, info, dropped, char_row)
         space = tf.not_equal(_bits(cp_info, _SPACE), 0)
         alone = tf.not_equal(_bits(cp_info, _PUNCT) + _bits(tf.gather(info, src), _CJK), 0)
         boundary = tf.concat([[True], (alone | space)[:-1] | tf.not_equal(row[1:], row[:-1])], 0)
-        out = {"cp": cp, "row": row, "src": src, "space": space,
-               "word_start": ~space & (alone | boundary)}
+        out = {"cp": cp, "row": row, "src": src, "src_end": src + 1, "space": space,
+               "word_start": ~space & (alone | boundary),
+               "unsafe": tf.not_equal(_bits(cp_info, _UNSAFE), 0)}
         if collapse:
             out = _collapse_long_words(out, self._placeholder)
         out["text_start"] = chars.row_starts()
-        out["unsafe"] = tf.reduce_any(tf.not_equal(_bits(cp_info, _UNSAFE), 0))
         return out
 
-    def _nfd_strip_marks(self, cps: tf.Tensor, info: tf.Tensor, dropped: tf.Tensor,
-                         char_row: tf.Tensor) -> tuple[tf.Tensor, ...]:
-        """NFD of the kept characters, then non-spacing marks removed.
+    def _nfd_strip_marks(self, src: tf.Tensor, cp: tf.Tensor, info: tf.Tensor,
+                         row: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        """NFD (decomposition and canonical ordering), then non-spacing marks removed.
 
-        Returns (src [M] index of the source character, cp [M], info of cp [M], row [M]).
+        Args:
+            src, cp, info, row: [K0] the characters cleaning kept.
+
+        Returns:
+            (src, cp, info, row), each [K]. Sources are positional, as `tokenizers` aligns them:
+            the i-th character that begins a decomposition maps to the i-th source character, a
+            later character of a decomposition to the source before it.
         """
-        decomp = _lookup(self._decomp_index, self._decomp_blocks, cps)  # [N] start<<3 | length
-        counts = tf.where(dropped, 0, tf.where(decomp > 0, _bits(decomp, 7), 1))  # [N]
-        src = tf.repeat(tf.range(tf.size(cps, out_type=tf.int64)), counts)  # [M]
-        first_out = tf.cumsum(tf.cast(counts, tf.int64), exclusive=True)  # [N]
-        k = tf.range(tf.size(src, out_type=tf.int64)) - tf.gather(first_out, src)  # [M]
-        src_decomp = tf.gather(decomp, src)
-        decomposed = src_decomp > 0
-        at = tf.where(decomposed, tf.cast(tf.bitwise.right_shift(src_decomp, 3), tf.int64) + k,
+        decomp = _lookup(self._decomp_index, self._decomp_blocks, cp)  # [K0] start<<3 | length
+        length = tf.cast(tf.where(decomp > 0, _bits(decomp, 7), 1), tf.int64)  # [K0]
+        first_out = tf.cumsum(length, exclusive=True)  # [K0]
+        positions = tf.range(tf.reduce_sum(length))  # [M]
+        owner = tf.searchsorted(first_out, positions, side="right", out_type=tf.int64) - 1
+        k = positions - tf.gather(first_out, owner)  # [M] place within the decomposition
+        owner_decomp = tf.gather(decomp, owner)
+        decomposed = owner_decomp > 0
+        at = tf.where(decomposed, tf.cast(tf.bitwise.right_shift(owner_decomp, 3), tf.int64) + k,
                       tf.constant(0, tf.int64))
-        cp = tf.where(decomposed, tf.gather(self._decomp_values, at), tf.gather(cps, src))
-        cp_info = _lookup(self._info_index, self._info_blocks, cp)
-        row = tf.gather(char_row, src)
-        src, cp, cp_info = _canonical_order(src, cp, cp_info, row, tf.equal(k, 0))
-        return _select(tf.where(tf.equal(_bits(cp_info, _MARK), 0))[:, 0], src, cp, cp_info, row)
+        cp = tf.where(decomposed, tf.gather(self._decomp_values, at), tf.gather(cp, owner))
+        info = _lookup(self._info_index, self._info_blocks, cp)  # [M]
+        row = tf.gather(row, owner)
+        cp, info, first = _canonical_order(cp, info, tf.equal(k, 0), row)
+        src = tf.gather(src, tf.cumsum(tf.cast(first, tf.int64)) - 1)
+        unmarked = tf.where(tf.equal(_bits(info, _MARK), 0))[:, 0]
+        return _select(unmarked, src, cp, info, row)
 
 
 def _fast_wordpiece(tokens: list[str], split_words: bool) -> tf_text.FastWordpieceTokenizer:
@@ -408,14 +428,12 @@ def _piece_chars(char_bytes: tf.Tensor, base: tf.Tensor, byte_starts: tf.RaggedT
             tf.searchsorted(char_bytes, last, side="right", out_type=tf.int64) - 1)
 
 
-def _words(chars: dict, batch_size: tf.Tensor) -> tuple:
-    """Words from normalized characters.
+def _words(chars: dict, index: tf.Tensor, batch_size: tf.Tensor) -> tuple:
+    """The words made of the word characters `index` ([K'] positions among the K).
 
     Returns:
-        (words tf.string [W], their code points ragged [W, (chars)], index [K'] of each word
-        character among the K normalized ones, words per text int64 [B]).
+        (words tf.string [W], their code points ragged [W, (chars)], words per text [B]).
     """
-    index = tf.where(~chars["space"])[:, 0]  # [K'] positions of word characters
     starts = tf.gather(chars["word_start"], index)
     word_of_char = tf.cumsum(tf.cast(starts, tf.int64)) - 1  # [K']
     num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
@@ -423,70 +441,53 @@ def _words(chars: dict, batch_size: tf.Tensor) -> tuple:
                                                    nrows=num_words, validate=False)
     word_row = tf.boolean_mask(tf.gather(chars["row"], index), starts)  # [W]
     words_per_text = tf.math.unsorted_segment_sum(tf.ones_like(word_row), word_row, batch_size)
-    return tf.strings.unicode_encode(word_chars, "UTF-8"), word_chars, index, words_per_text
-
-
-def _drop(cps: tf.Tensor, info: tf.Tensor, dropped: tf.Tensor,
-          char_row: tf.Tensor) -> tuple[tf.Tensor, ...]:
-    """(src, cp, info, row) of the characters cleaning keeps (all of them, most batches)."""
-    def select() -> tuple[tf.Tensor, ...]:
-        src = tf.where(~dropped)[:, 0]
-        return (src,) + _select(src, cps, info, char_row)
-
-    every = lambda: (tf.range(tf.size(cps, out_type=tf.int64)), cps, info, char_row)
-    return tf.cond(tf.reduce_any(dropped), select, every)
+    return tf.strings.unicode_encode(word_chars, "UTF-8"), word_chars, words_per_text
 
 
 def _collapse_long_words(chars: dict, placeholder: int) -> dict:
-    """Adds `src_end`; a word of more than 100 characters becomes one placeholder character (not
-    in the vocab, so WordPiece gives [UNK]) whose source span covers the word."""
+    """A word of more than 100 characters becomes one placeholder character (not in the vocab,
+    so WordPiece gives [UNK]) whose source span covers the word; its other characters become
+    separators."""
     word_start, space = chars["word_start"], chars["space"]
-    # A word is too long iff some character has 100 more after it before the next break.
+    # A character starts 101 word characters in a row iff no break follows within 100.
     breaks = tf.cumsum(tf.cast(word_start | space, tf.int32))  # [K]
-    any_long = tf.reduce_any(
-        tf.equal(breaks[MAX_CHARS_PER_WORD:], breaks[:-MAX_CHARS_PER_WORD])
-        & ~space[:-MAX_CHARS_PER_WORD])
-
-    def collapse() -> dict:
-        word = tf.cumsum(tf.cast(word_start, tf.int64)) - 1  # [K] word of each character
-        word = tf.where(space, tf.constant(-1, tf.int64), word)  # -1: not in a word
-        num_words = tf.reduce_sum(tf.cast(word_start, tf.int64))
-        length = tf.math.unsorted_segment_sum(tf.ones_like(word), word, num_words)  # [W]
-        in_long = ~space & tf.gather(length > MAX_CHARS_PER_WORD, tf.maximum(word, 0))
-        word_end = tf.math.unsorted_segment_max(chars["src"], word, num_words) + 1
-        head = in_long & word_start
-        out = dict(chars)
-        out["cp"] = tf.where(head, placeholder, chars["cp"])
-        out["src_end"] = tf.where(head, tf.gather(word_end, tf.maximum(word, 0)),
-                                  chars["src"] + 1)
-        keep = tf.where(~in_long | head)[:, 0]
-        return {name: tf.gather(value, keep) for name, value in out.items()}
-
-    return tf.cond(any_long, collapse, lambda: dict(chars, src_end=chars["src"] + 1))
+    inside = tf.where(tf.equal(breaks[MAX_CHARS_PER_WORD:], breaks[:-MAX_CHARS_PER_WORD])
+                      & ~space[:-MAX_CHARS_PER_WORD])[:, 0]  # [J] usually empty
+    word = tf.cumsum(tf.cast(word_start, tf.int64)) - 1  # [K] word of each character
+    long_words = tf.concat([tf.unique(tf.gather(word, inside)).y,  # sorted
+                            [tf.int64.max]], 0)  # [L + 1]
+    in_long = ~space & tf.equal(tf.gather(long_words, tf.searchsorted(long_words, word)), word)
+    heads = tf.where(in_long & word_start)[:, 0]  # [L]
+    last = tf.searchsorted(breaks, tf.gather(breaks, heads), side="right",
+                           out_type=tf.int64) - 1  # [L] last character of each long word
+    out = dict(chars)
+    out["cp"] = tf.tensor_scatter_nd_update(chars["cp"], heads[:, tf.newaxis],
+                                            tf.fill(tf.shape(heads), placeholder))
+    out["src_end"] = tf.tensor_scatter_nd_update(chars["src_end"], heads[:, tf.newaxis],
+                                                 tf.gather(chars["src"], last) + 1)
+    out["space"] = space | (in_long & ~word_start)
+    return out
 
 
-def _canonical_order(src: tf.Tensor, cp: tf.Tensor, info: tf.Tensor, row: tf.Tensor,
-                     first: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def _canonical_order(cp: tf.Tensor, info: tf.Tensor, first: tf.Tensor,
+                     row: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """NFD's canonical ordering: a run of combining characters (ccc > 0) is stably sorted by
-    combining class. Per-character decompositions are already ordered, so this only acts when
-    marks from different characters meet out of order (rare; skipped otherwise).
+    combining class. Per-character decompositions are already ordered, so only runs where marks
+    of different characters meet out of order move (rare: sorted as a small subset).
 
-    Source positions stay where they were, as `tokenizers` aligns them: the i-th character that
-    begins a decomposition (`first`) maps to the i-th source character, a later character of a
-    decomposition to the source character before it.
+    Returns (cp, info, first) reordered; `first` marks characters that begin a decomposition.
     """
-    ccc = _bits(tf.bitwise.right_shift(info, _CCC_SHIFT), 255)
+    ccc = tf.cast(_bits(tf.bitwise.right_shift(info, _CCC_SHIFT), 255), tf.int64)  # [M]
     starter = tf.equal(ccc, 0) | tf.concat([[True], tf.not_equal(row[1:], row[:-1])], 0)
-    out_of_order = ~starter[1:] & (ccc[:-1] > ccc[1:])
-
-    def reorder() -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        segment = tf.cumsum(tf.cast(starter, tf.int64))  # one per starter (or text start)
-        order = tf.argsort(segment * 256 + tf.cast(ccc, tf.int64), stable=True)
-        sources = tf.boolean_mask(src, first)  # one per source character, in order
-        consumed = tf.cumsum(tf.cast(tf.gather(first, order), tf.int64))  # [M]
-        return (tf.gather(sources, consumed - 1),) + _select(order, cp, info)
-
-    return tf.cond(tf.reduce_any(out_of_order), reorder, lambda: (src, cp, info))
+    segment = tf.cumsum(tf.cast(starter, tf.int64)) - 1  # [M] run of each character
+    out_of_order = tf.where(~starter[1:] & (ccc[:-1] > ccc[1:]))[:, 0] + 1  # usually empty
+    runs = tf.unique(tf.gather(segment, out_of_order)).y  # sorted
+    moving = tf.ragged.range(tf.searchsorted(segment, runs, side="left"),
+                             tf.searchsorted(segment, runs, side="right")).flat_values  # [p]
+    order = tf.gather(moving, tf.argsort(tf.gather(segment * 256 + ccc, moving), stable=True))
+    at = moving[:, tf.newaxis]
+    return tuple(tf.tensor_scatter_nd_update(t, at, tf.gather(t, order))
+                 for t in (cp, info, first))
 
 
 # --- Tables ----------------------------------------------------------------------------------

@@ -119,8 +119,8 @@ class PretrainConfig:
     whole_word_mask: bool = False
     train_batch_size: int = 32
     eval_batch_size: int = 32
-    num_train_steps: int = 1500
-    num_warmup_steps: int = 150
+    num_train_steps: int = 500
+    num_warmup_steps: int = 50
     learning_rate: float = 1e-3
     optimizer: str = "adamw"
     weight_decay: float = 0.01
