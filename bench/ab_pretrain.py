@@ -19,7 +19,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from bench_pretrain import BATCH, keras_hub_step, synthetic_batch, tfbert_step, torch_step  # noqa: E402,E501
+from bench_pretrain import (  # noqa: E402
+    BATCH,
+    keras_hub_step,
+    synthetic_batch,
+    tfbert_step,
+    torch_step,
+)
+
 
 def _traced_with_stock_attention(make):
     """A maker whose model traces its step with keras MultiHeadAttention's own attention math

@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -118,6 +119,8 @@ def test_tiny_pretraining_learns_and_writes_results(tiny_data, tmp_path):
     lr = dict(train["learning_rate"])
     assert lr[20] == pytest.approx(1e-2 * 20 / 36, rel=1e-4)  # linear decay after warmup 4
     assert [s for s, _ in _events(str(out / "logs" / "eval"))["masked_lm_accuracy"]] == [20, 40]
+    table = pretrain.results_markdown(str(out))
+    assert "| 40 | {:.3f} |".format(history[-1]["val_masked_lm_accuracy"]) in table
     # Checkpoints and the saved model, which fine-tuning reads directly.
     assert sorted(os.path.basename(p) for p in glob.glob(str(out / "checkpoints" / "*.index"))) \
         == ["ckpt-20.index", "ckpt-40.index"]
@@ -160,9 +163,10 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
         proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "pretrain_results.json").exists()
+    # The kill may land while ckpt-10 is being written: the last complete one is then ckpt-5.
     saved = tf.train.latest_checkpoint(str(out / "checkpoints"))
     killed_at = int(saved.rsplit("-", 1)[1])
-    assert 10 <= killed_at < 60
+    assert 5 <= killed_at < 60
 
     rerun = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
                            timeout=300)
@@ -176,6 +180,34 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
     for name in expected:
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
                                    err_msg=name)
+
+
+class _Diverge(keras.callbacks.Callback):
+    """Turns the weights NaN before the given batch (a diverged run)."""
+
+    def __init__(self, before_batch: int) -> None:
+        super().__init__()
+        self.before_batch, self.seen = before_batch, 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.before_batch:
+            for v in self.model.trainable_variables:
+                v.assign(keras.ops.full(v.shape, float("nan")))
+
+
+def test_nan_loss_stops_keeps_last_good_checkpoint_and_resumes(tiny_data, tmp_path):
+    out = tmp_path / "nan"
+    config = _config(tiny_data, out, num_train_steps=16, save_checkpoints_steps=5,
+                     eval_input_file=None)
+    with pytest.raises(FloatingPointError, match=r"loss became nan at step 13; .* last good "
+                       r"checkpoint \(step 10\)"):
+        run_pretraining(config, callbacks=[_Diverge(before_batch=13)])
+    assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-10")
+    assert not (out / "pretrain_results.json").exists()
+    results = run_pretraining(config)  # the rerun resumes from step 10
+    assert results["global_step"] == 16 and results["examples_trained"] == 6 * 8
+    assert math.isfinite(results["loss"])
 
 
 @pytest.mark.slow  # the exact check on a plain model is in test_training.py (default run)
@@ -222,8 +254,6 @@ def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
 @pytest.mark.parametrize("precision", [
     "bfloat16", pytest.param("float16", marks=pytest.mark.slow)])
 def test_mixed_precision_trains_with_float32_master_weights(tiny_data, tmp_path, precision):
-    import keras
-
     from tfbert.models.encoder import BertEncoder
     from tfbert.models.pretrainer import BertPretrainer
 

@@ -58,7 +58,12 @@ SUFFIX_INDICATOR = "##"
 _DROP, _SPACE, _PUNCT, _CJK, _MARK, _DECOMPOSES, _UNSAFE = 1, 2, 4, 8, 16, 32, 64
 _CCC_SHIFT = 7  # canonical combining class, 8 bits
 _LOWER_SHIFT = 15  # lower-case delta (signed), 17 bits
-_NFD_WORK = _MARK | _DECOMPOSES | (255 << _CCC_SHIFT)  # characters NFD + mark removal touch
+# Bits of the per-code-point map for lower_case=True (tier one): _DROP (cleaned away, or only
+# marks after NFD), the classes _SPACE, _PUNCT, _UNSAFE of the mapped character, _COMPLEX (NFD
+# gives several characters, or a combining one that canonical ordering may move), and the
+# mapped character's offset from the code point.
+_COMPLEX = 128
+_MAP_SHIFT = 8
 _BLOCK_BITS = 7  # two-level tables: code point >> 7 picks a block of 128 entries
 
 
@@ -103,6 +108,8 @@ class BertTokenizer(keras.layers.Layer):
         self._info_index = tf.constant(tables["info_index"])
         self._info_blocks = tf.constant(tables["info_blocks"])
         if self.lower_case:
+            self._map_index = tf.constant(tables["map_index"])
+            self._map_blocks = tf.constant(tables["map_blocks"])
             self._decomp_index = tf.constant(tables["decomp_index"])
             self._decomp_blocks = tf.constant(tables["decomp_blocks"])
             self._decomp_values = tf.constant(tables["decomp_values"])
@@ -216,7 +223,13 @@ class BertTokenizer(keras.layers.Layer):
             tf.RaggedTensor tf.string [B, (words)].
         """
         def split(flat: tf.Tensor) -> tf.RaggedTensor:
-            chars = self._normalize(flat, collapse=False)
+            decoded = tf.strings.unicode_decode(flat, "UTF-8", errors="replace",
+                                                replacement_char=0xFFFD)
+            cps = decoded.flat_values
+            info = _lookup(self._info_index, self._info_blocks, cps)
+            chars = self._normalize_rows(cps, info, decoded.value_rowids(),
+                                         tf.range(tf.size(flat, out_type=tf.int64)),
+                                         collapse=False)
             index = tf.where(~chars["space"])[:, 0]
             words, _, words_per_text = _words(chars, index, tf.size(flat, out_type=tf.int64))
             return tf.RaggedTensor.from_row_lengths(words, words_per_text, validate=False)
@@ -229,62 +242,108 @@ class BertTokenizer(keras.layers.Layer):
         return config
 
     # --- The pipeline --------------------------------------------------------------------------
-    # No tf.cond anywhere: inside tf.data a function holding control flow runs about twice as
-    # slow. Rare work (NFD expansion, canonical reordering, long words, the word-by-word path)
-    # runs on data-dependent subsets that are empty in most batches.
+    # Two tiers, and no tf.cond (inside tf.data, a function holding control flow runs about
+    # twice as slow). Every text is first normalized one character at a time from a table and
+    # sent to TF Text's WordPiece whole. Texts where that is not exact (characters NFD expands
+    # or reorders, characters TF Text's WordPiece splits differently, words over 100
+    # characters) are normalized again step by step and sent word by word. That second tier
+    # works on data-dependent subsets, empty in most batches.
 
     def _tokenize(self, texts: tf.Tensor, with_offsets: bool) -> tuple:
-        """texts tf.string [B] -> ids [B, (P)] (and start/end char offsets [B, (P)]).
-
-        Normalized text goes to TF Text's WordPiece in one string per text (its own splitting at
-        whitespace, punctuation and CJK then equals the reference's). A text holding one of the
-        few characters where TF Text's classes differ (`_UNSAFE`) is split into words here and
-        its words go to WordPiece one by one.
-        """
-        chars = self._normalize(texts)
+        """texts tf.string [B] -> ids [B, (P)] (and start/end char offsets [B, (P)])."""
+        decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                            replacement_char=0xFFFD)  # [B, (N)]
         batch_size = tf.size(texts, out_type=tf.int64)
-        unsafe_rows = tf.unique(tf.boolean_mask(chars["row"], chars["unsafe"])).y  # sorted
+        cps = decoded.flat_values  # [N] int32
+        char_row = decoded.value_rowids()  # [N]
+        info = _lookup(self._info_index, self._info_blocks, cps)  # [N]
+
+        fast = self._map_chars(cps, info, char_row)
+        exact_rows = tf.unique(tf.boolean_mask(fast["row"], fast["exact"])).y  # sorted
         if self._force_word_path:
-            unsafe_rows = tf.range(batch_size)
-        by_texts = self._by_texts(chars, batch_size, unsafe_rows, with_offsets)
-        by_words = self._by_words(chars, batch_size, unsafe_rows, with_offsets)
-        # Each text's pieces come from one path only; the other path has none for it.
+            exact_rows = tf.range(batch_size)
+        exact = self._normalize_rows(cps, info, char_row, exact_rows)
+
+        by_texts = self._by_texts(fast, batch_size, exact_rows, with_offsets)
+        by_words = self._by_words(exact, batch_size, with_offsets)
+        # Each text's pieces come from one tier only; the other has none for it.
         ids = tf.concat([by_texts[0], by_words[0]], axis=1)  # [B, (P)]
         if not with_offsets:
             return ids, None, None
-        first, last = (tf.concat([by_texts[0].with_flat_values(by_texts[i]),
-                                  by_words[0].with_flat_values(by_words[i])], axis=1).flat_values
-                       for i in (1, 2))  # [P] normalized character of each piece's ends
-        text_start = tf.gather(chars["text_start"], ids.value_rowids())  # [P]
-        starts = tf.gather(chars["src"], first) - text_start
-        ends = tf.gather(chars["src_end"], last) - text_start
-        return ids, ids.with_flat_values(starts), ids.with_flat_values(ends)
+        starts, ends = (tf.concat([by_texts[0].with_flat_values(by_texts[i]),
+                                   by_words[0].with_flat_values(by_words[i])], axis=1)
+                        for i in (1, 2))  # source code point spans, indices into N
+        text_start = tf.gather(decoded.row_starts(), ids.value_rowids())  # [P]
+        return (ids, ids.with_flat_values(starts.flat_values - text_start),
+                ids.with_flat_values(ends.flat_values - text_start))
 
-    def _by_texts(self, chars: dict, batch_size: tf.Tensor, unsafe_rows: tf.Tensor,
+    def _map_chars(self, cps: tf.Tensor, info: tf.Tensor, char_row: tf.Tensor) -> dict:
+        """Tier one: one table lookup per character (clean, NFD, strip marks, lower-case).
+
+        Returns:
+            A dict of [K] tensors: `cp`, `row`, `src` (index into N), `space`, `word_start` and
+            `exact` (the character's text needs tier two).
+        """
+        if self.lower_case:
+            mapping = _lookup(self._map_index, self._map_blocks, cps)  # [N]
+            keep = tf.where(tf.equal(_bits(mapping, _DROP), 0))[:, 0]  # [K]
+            mapping, cp_info = _select(keep, mapping, info)
+            cp = tf.gather(cps, keep) + tf.bitwise.right_shift(mapping, _MAP_SHIFT)
+            classes = mapping  # classes of the mapped character, in the same bits
+            exact = tf.not_equal(_bits(mapping, _UNSAFE | _COMPLEX), 0)
+        else:
+            keep = tf.where(tf.equal(_bits(info, _DROP), 0))[:, 0]  # [K]
+            cp, cp_info = _select(keep, cps, info)
+            classes = cp_info
+            exact = tf.not_equal(_bits(cp_info, _UNSAFE), 0)
+        row = tf.gather(char_row, keep)
+        chars = _split(cp, row, keep, classes, _bits(cp_info, _CJK))
+        chars["exact"] = exact | _in_long_words(chars)
+        return chars
+
+    def _normalize_rows(self, cps: tf.Tensor, info: tf.Tensor, char_row: tf.Tensor,
+                        rows: tf.Tensor, collapse: bool = True) -> dict:
+        """Tier two: the texts `rows` (sorted), normalized step by step as the reference does.
+
+        Returns:
+            A dict of [K'] tensors: `cp`, `row`, `src`, `src_end` (source span, indices into N),
+            `space`, `word_start`.
+        """
+        src = tf.ragged.range(
+            tf.searchsorted(char_row, rows, side="left", out_type=tf.int64),
+            tf.searchsorted(char_row, rows, side="right", out_type=tf.int64)).flat_values
+        src = tf.boolean_mask(src, tf.equal(_bits(tf.gather(info, src), _DROP), 0))  # cleaned
+        cp, cp_info, row = _select(src, cps, info, char_row)
+        if self.lower_case:
+            src, cp, cp_info, row = self._nfd_strip_marks(src, cp, cp_info, row)
+            cp = cp + tf.bitwise.right_shift(cp_info, _LOWER_SHIFT)  # lower-case, char by char
+        chars = _split(cp, row, src, cp_info, _bits(tf.gather(info, src), _CJK))
+        return _collapse_long_words(chars, self._placeholder) if collapse else chars
+
+    def _by_texts(self, chars: dict, batch_size: tf.Tensor, skip_rows: tf.Tensor,
                   with_offsets: bool) -> tuple:
-        """WordPiece over whole normalized texts (separators as spaces); unsafe texts empty."""
+        """WordPiece over whole normalized texts (separators as spaces); skip_rows left empty.
+
+        Returns (ids [B, (P)],) or (ids, first source, source end) with [P] int64 spans.
+        """
         cps = tf.where(chars["space"], 32, chars["cp"])  # [K]
         lines = tf.strings.unicode_encode(
             tf.RaggedTensor.from_value_rowids(cps, chars["row"], nrows=batch_size,
                                               validate=False), "UTF-8")  # [B]
-        unsafe = tf.scatter_nd(unsafe_rows[:, tf.newaxis], tf.ones_like(unsafe_rows),
-                               [batch_size]) > 0  # [B]
-        lines = tf.where(unsafe, "", lines)
+        skip = tf.scatter_nd(skip_rows[:, tf.newaxis], tf.ones_like(skip_rows), [batch_size])
+        lines = tf.where(skip > 0, "", lines)
         ids, byte_starts, byte_ends = self._wordpiece_texts.tokenize_with_offsets(lines)
         if not with_offsets:
             return (ids,)
         char_bytes = _exclusive_byte_cumsum(cps)  # [K + 1]
         row_first_char = tf.searchsorted(chars["row"], tf.range(batch_size), out_type=tf.int64)
         base = tf.gather(tf.gather(char_bytes, row_first_char), ids.value_rowids())  # [P]
-        return (ids,) + _piece_chars(char_bytes, base, byte_starts, byte_ends)
+        first, last = _piece_chars(char_bytes, base, byte_starts, byte_ends)
+        return ids, tf.gather(chars["src"], first), tf.gather(chars["src"], last) + 1
 
-    def _by_words(self, chars: dict, batch_size: tf.Tensor, unsafe_rows: tf.Tensor,
-                  with_offsets: bool) -> tuple:
-        """WordPiece word by word, for the texts in unsafe_rows (sorted)."""
-        row = chars["row"]
-        in_rows = tf.ragged.range(tf.searchsorted(row, unsafe_rows, side="left"),
-                                  tf.searchsorted(row, unsafe_rows, side="right")).flat_values
-        index = tf.boolean_mask(in_rows, ~tf.gather(chars["space"], in_rows))  # [K'] word chars
+    def _by_words(self, chars: dict, batch_size: tf.Tensor, with_offsets: bool) -> tuple:
+        """WordPiece word by word (words split here)."""
+        index = tf.where(~chars["space"])[:, 0]  # [K'] word characters
         words, word_chars, words_per_text = _words(chars, index, batch_size)
         pieces, byte_starts, byte_ends = self._wordpiece_words.tokenize_with_offsets(words)
         ids = tf.RaggedTensor.from_row_lengths(pieces, words_per_text,
@@ -294,40 +353,8 @@ class BertTokenizer(keras.layers.Layer):
         char_bytes = _exclusive_byte_cumsum(word_chars.flat_values)  # [K' + 1]
         base = tf.gather(tf.gather(char_bytes, word_chars.row_starts()), pieces.value_rowids())
         first, last = _piece_chars(char_bytes, base, byte_starts, byte_ends)
-        return ids, tf.gather(index, first), tf.gather(index, last)
-
-    def _normalize(self, texts: tf.Tensor, collapse: bool = True) -> dict[str, tf.Tensor]:
-        """Steps 1-4 over the code points of a batch of strings.
-
-        Legend: B texts, N code points in, K normalized code points (separators included).
-
-        Returns:
-            A dict of [K] tensors: `cp` (int32 normalized code points), `row` (int64 text index),
-            `src`/`src_end` (int64 span of the source code points, as indices into all N),
-            `space` (separator), `word_start` (first character of a word), `unsafe` (a
-            character TF Text's WordPiece would split differently); and `text_start` [B] (index
-            of each text's first code point in N).
-        """
-        chars = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
-                                          replacement_char=0xFFFD)  # [B, (N)]
-        cps = chars.flat_values  # [N] int32
-        char_row = chars.value_rowids()  # [N] int64
-        info = _lookup(self._info_index, self._info_blocks, cps)  # [N]
-        src = tf.where(tf.equal(_bits(info, _DROP), 0))[:, 0]  # [K0] cleaning keeps these
-        cp, cp_info, row = _select(src, cps, info, char_row)
-        if self.lower_case:
-            src, cp, cp_info, row = self._nfd_strip_marks(src, cp, cp_info, row)
-            cp = cp + tf.bitwise.right_shift(cp_info, _LOWER_SHIFT)  # lower-case, char by char
-        space = tf.not_equal(_bits(cp_info, _SPACE), 0)
-        alone = tf.not_equal(_bits(cp_info, _PUNCT) + _bits(tf.gather(info, src), _CJK), 0)
-        boundary = tf.concat([[True], (alone | space)[:-1] | tf.not_equal(row[1:], row[:-1])], 0)
-        out = {"cp": cp, "row": row, "src": src, "src_end": src + 1, "space": space,
-               "word_start": ~space & (alone | boundary),
-               "unsafe": tf.not_equal(_bits(cp_info, _UNSAFE), 0)}
-        if collapse:
-            out = _collapse_long_words(out, self._placeholder)
-        out["text_start"] = chars.row_starts()
-        return out
+        return (ids, tf.gather(chars["src"], tf.gather(index, first)),
+                tf.gather(chars["src_end"], tf.gather(index, last)))
 
     def _nfd_strip_marks(self, src: tf.Tensor, cp: tf.Tensor, info: tf.Tensor,
                          row: tf.Tensor) -> tuple[tf.Tensor, ...]:
@@ -428,6 +455,33 @@ def _piece_chars(char_bytes: tf.Tensor, base: tf.Tensor, byte_starts: tf.RaggedT
             tf.searchsorted(char_bytes, last, side="right", out_type=tf.int64) - 1)
 
 
+def _split(cp: tf.Tensor, row: tf.Tensor, src: tf.Tensor, classes: tf.Tensor,
+           cjk: tf.Tensor) -> dict:
+    """Word boundaries of normalized characters: separators (whitespace) and characters that are
+    words of their own (punctuation by `classes`, CJK by `cjk` of the source character)."""
+    space = tf.not_equal(_bits(classes, _SPACE), 0)
+    alone = tf.not_equal(_bits(classes, _PUNCT) + cjk, 0)
+    boundary = tf.concat([[True], (alone | space)[:-1] | tf.not_equal(row[1:], row[:-1])], 0)
+    return {"cp": cp, "row": row, "src": src, "space": space,
+            "word_start": ~space & (alone | boundary)}
+
+
+def _long_word_breaks(chars: dict) -> tuple[tf.Tensor, tf.Tensor]:
+    """(breaks [K], inside [J]): a running count of word starts and separators, and the
+    characters followed by 100 more of the same word (so in a word of over 100 characters)."""
+    breaks = tf.cumsum(tf.cast(chars["word_start"] | chars["space"], tf.int32))
+    inside = tf.where(tf.equal(breaks[MAX_CHARS_PER_WORD:], breaks[:-MAX_CHARS_PER_WORD])
+                      & ~chars["space"][:-MAX_CHARS_PER_WORD])[:, 0]  # usually empty
+    return breaks, inside
+
+
+def _in_long_words(chars: dict) -> tf.Tensor:
+    """bool [K]: the character's text holds a word of over 100 characters (at its first)."""
+    _, inside = _long_word_breaks(chars)
+    return tf.scatter_nd(inside[:, tf.newaxis], tf.ones_like(inside),
+                         tf.shape(chars["row"], out_type=tf.int64)) > 0
+
+
 def _words(chars: dict, index: tf.Tensor, batch_size: tf.Tensor) -> tuple:
     """The words made of the word characters `index` ([K'] positions among the K).
 
@@ -445,25 +499,23 @@ def _words(chars: dict, index: tf.Tensor, batch_size: tf.Tensor) -> tuple:
 
 
 def _collapse_long_words(chars: dict, placeholder: int) -> dict:
-    """A word of more than 100 characters becomes one placeholder character (not in the vocab,
-    so WordPiece gives [UNK]) whose source span covers the word; its other characters become
-    separators."""
+    """Adds `src_end`; a word of more than 100 characters becomes one placeholder character
+    (not in the vocab, so WordPiece gives [UNK]) whose source span covers the word; its other
+    characters become separators."""
     word_start, space = chars["word_start"], chars["space"]
-    # A character starts 101 word characters in a row iff no break follows within 100.
-    breaks = tf.cumsum(tf.cast(word_start | space, tf.int32))  # [K]
-    inside = tf.where(tf.equal(breaks[MAX_CHARS_PER_WORD:], breaks[:-MAX_CHARS_PER_WORD])
-                      & ~space[:-MAX_CHARS_PER_WORD])[:, 0]  # [J] usually empty
+    breaks, inside = _long_word_breaks(chars)
     word = tf.cumsum(tf.cast(word_start, tf.int64)) - 1  # [K] word of each character
     long_words = tf.concat([tf.unique(tf.gather(word, inside)).y,  # sorted
-                            [tf.int64.max]], 0)  # [L + 1]
-    in_long = ~space & tf.equal(tf.gather(long_words, tf.searchsorted(long_words, word)), word)
+                            tf.constant([tf.int64.max], tf.int64)], 0)  # [L + 1]
+    in_long = ~space & tf.equal(
+        tf.gather(long_words, tf.searchsorted(long_words, word, out_type=tf.int64)), word)
     heads = tf.where(in_long & word_start)[:, 0]  # [L]
     last = tf.searchsorted(breaks, tf.gather(breaks, heads), side="right",
                            out_type=tf.int64) - 1  # [L] last character of each long word
     out = dict(chars)
     out["cp"] = tf.tensor_scatter_nd_update(chars["cp"], heads[:, tf.newaxis],
                                             tf.fill(tf.shape(heads), placeholder))
-    out["src_end"] = tf.tensor_scatter_nd_update(chars["src_end"], heads[:, tf.newaxis],
+    out["src_end"] = tf.tensor_scatter_nd_update(chars["src"] + 1, heads[:, tf.newaxis],
                                                  tf.gather(chars["src"], last) + 1)
     out["space"] = space | (in_long & ~word_start)
     return out
@@ -482,8 +534,9 @@ def _canonical_order(cp: tf.Tensor, info: tf.Tensor, first: tf.Tensor,
     segment = tf.cumsum(tf.cast(starter, tf.int64)) - 1  # [M] run of each character
     out_of_order = tf.where(~starter[1:] & (ccc[:-1] > ccc[1:]))[:, 0] + 1  # usually empty
     runs = tf.unique(tf.gather(segment, out_of_order)).y  # sorted
-    moving = tf.ragged.range(tf.searchsorted(segment, runs, side="left"),
-                             tf.searchsorted(segment, runs, side="right")).flat_values  # [p]
+    moving = tf.ragged.range(
+        tf.searchsorted(segment, runs, side="left", out_type=tf.int64),
+        tf.searchsorted(segment, runs, side="right", out_type=tf.int64)).flat_values  # [p]
     order = tf.gather(moving, tf.argsort(tf.gather(segment * 256 + ccc, moving), stable=True))
     at = moving[:, tf.newaxis]
     return tuple(tf.tensor_scatter_nd_update(t, at, tf.gather(t, order))
@@ -564,9 +617,35 @@ def _tables() -> dict[str, np.ndarray]:
     assert info.max() < 2**31 and info.min() >= -(2**31)
     info_index, info_blocks = _two_level(info.astype(np.int32))
     decomp_index, decomp_blocks = _two_level(decomp.astype(np.int32))
+    map_index, map_blocks = _two_level(_lower_case_map(info, decomp, values))
     return {"info_index": info_index, "info_blocks": info_blocks,
             "decomp_index": decomp_index, "decomp_blocks": decomp_blocks,
-            "decomp_values": np.asarray(values, np.int32)}
+            "decomp_values": np.asarray(values, np.int32),
+            "map_index": map_index, "map_blocks": map_blocks}
+
+
+def _lower_case_map(info: np.ndarray, decomp: np.ndarray, values: list[int]) -> np.ndarray:
+    """Tier one's map for lower_case=True: each code point's clean + NFD + strip + lower-case
+    result when that is one character (see _COMPLEX), from the same tables as tier two."""
+    classes = _SPACE | _PUNCT | _UNSAFE
+    codes = np.arange(0x110000, dtype=np.int64)
+    lower = codes + (info >> _LOWER_SHIFT)  # characters NFD leaves alone
+    out = ((lower - codes) << _MAP_SHIFT) | (info[lower] & classes)
+    out[(info & _DROP) != 0] |= _DROP
+    ccc = (info >> _CCC_SHIFT) & 255
+    for c in np.nonzero((decomp != 0) | ((info & _MARK) != 0) | (ccc != 0))[0]:
+        seq = [c] if decomp[c] == 0 else values[decomp[c] >> 3:(decomp[c] >> 3) + (decomp[c] & 7)]
+        kept = [d + (info[d] >> _LOWER_SHIFT) for d in seq if not info[d] & _MARK]
+        movable = any(ccc[d] and not info[d] & _MARK for d in seq)
+        flags = out[c] & _DROP
+        if not kept:
+            out[c] = flags | _DROP
+        elif len(kept) > 1 or movable:
+            out[c] = flags | _COMPLEX
+        else:
+            out[c] = flags | ((kept[0] - c) << _MAP_SHIFT) | (info[kept[0]] & classes)
+    assert out.max() < 2**31 and out.min() >= -(2**31)
+    return out.astype(np.int32)
 
 
 def _overrides() -> list[tuple[int, int, int]]:

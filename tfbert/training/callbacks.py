@@ -34,6 +34,9 @@ def write_json(path: str, value: Any) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(value, f, indent=2, sort_keys=True, ensure_ascii=False)
         f.write("\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file ordinary permissions
     os.replace(tmp, path)
 
 
@@ -166,8 +169,13 @@ class CheckpointSaver(keras.callbacks.Callback):
         self.chief = chief
         self.last_saved: int | None = None
 
-    def save(self) -> str:
-        """Saves now, named by the global step; returns the path."""
+    def save(self) -> str | None:
+        """Saves now, named by the global step; returns the path (None, with an error log,
+        when a weight is NaN/Inf: such a state is never checkpointed)."""
+        if not all(bool(tf.reduce_all(tf.math.is_finite(v)))
+                   for v in self.model.trainable_variables):
+            logger.error("not saving step %d: the weights hold NaN/Inf", self.progress.step)
+            return None
         path = self.manager.save(checkpoint_number=self.progress.step)
         self.last_saved = self.progress.step
         if self.chief:

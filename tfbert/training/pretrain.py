@@ -35,7 +35,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import keras
@@ -241,9 +241,14 @@ def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size
 def write_pretraining_records(documents: list[list[str]], vocab_file: str, output_file: str,
                               max_seq_length: int = 128, dupe_factor: int = 1,
                               num_shards: int = 1, seed: int = 12345, lower_case: bool = True,
-                              whole_word_mask: bool = False) -> tuple[list[str], Any]:
+                              whole_word_mask: bool = False,
+                              progress: str | None = None) -> tuple[list[str], Any]:
     """Writes sentence-pair TFRecords (what data_tools/create_pretraining_data.py writes) for
-    in-memory documents of sentences; returns (file paths, tfbert.data.instances.Stats)."""
+    in-memory documents of sentences; returns (file paths, tfbert.data.instances.Stats).
+
+    `progress`: a label for a progress bar over the documents of all passes (None: no bar)."""
+    from tqdm import tqdm
+
     from tfbert.data import instances, records
 
     spans = instances.bert_word_spans(vocab_file, lower_case=lower_case)
@@ -251,9 +256,11 @@ def write_pretraining_records(documents: list[list[str]], vocab_file: str, outpu
     read = lambda: instances.tokenize_documents(iter(documents), spans,
                                                 whole_word_mask=whole_word_mask)
     stats = instances.Stats()
-    with records.ShardedWriter(output_file, num_shards) as writer:
-        for inst in instances.create_instances_multi_pass(read, options, seed=seed,
-                                                          stats=stats):
+    bar = tqdm(total=len(documents) * dupe_factor, desc=progress, unit=" docs",
+               disable=progress is None)
+    with bar, records.ShardedWriter(output_file, num_shards) as writer:
+        for inst in instances.create_instances_multi_pass(
+                read, options, seed=seed, stats=stats, on_document=lambda _: bar.update()):
             writer.write(records.make_example(inst.text_a, inst.text_b,
                                               inst.next_sentence_label,
                                               inst.word_starts_a, inst.word_starts_b))
@@ -292,7 +299,8 @@ def _build_default_data(directory: str, params: dict[str, Any]) -> None:
             docs, vocab_file, os.path.join(tmp, f"{name}.tfrecord"),
             max_seq_length=params["max_seq_length"], dupe_factor=dupe_factor,
             num_shards=shards, seed=params["seed"] + (name == "eval"),
-            lower_case=params["lower_case"], whole_word_mask=params["whole_word_mask"])
+            lower_case=params["lower_case"], whole_word_mask=params["whole_word_mask"],
+            progress=f"{name} records")
         if stats.instances == 0:
             raise ValueError(f"the built-in corpus gave no {name} instances ({stats.summary()})")
         manifest[name] = [os.path.basename(p) for p in paths]
@@ -480,7 +488,8 @@ def _check_resume(output_dir: str, config: PretrainConfig, bert_config: BertConf
         cb.write_json(path, {**current, "config": dataclasses.asdict(config)})
 
 
-def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
+def run_pretraining(config: PretrainConfig,
+                    callbacks: Sequence[keras.callbacks.Callback] = ()) -> dict[str, Any]:
     """Pretrains (or resumes pretraining) a BertPretrainer; returns the results dict.
 
     Writes into `config.output_dir`: `checkpoints/` (resumable), `logs/` (TensorBoard),
@@ -489,6 +498,7 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
 
     Args:
         config: PretrainConfig.
+        callbacks: extra Keras callbacks for `fit` (after tfbert's own).
 
     Returns:
         The results: masked_lm_accuracy, next_sentence_accuracy, loss, mlm_loss, nsp_loss
@@ -580,7 +590,7 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
     saver = cb.CheckpointSaver(progress, manager, config.save_checkpoints_steps, chief)
     saver.last_saved = start_step if latest else None
     history = cb.LoopHistory(progress, os.path.join(output_dir, HISTORY_FILE) if chief else None)
-    callbacks = [progress, nan_guard, saver, history]
+    callbacks = [progress, nan_guard, saver, history, *callbacks]
     if chief:
         callbacks.append(cb.TensorBoardScalars(progress, os.path.join(output_dir, "logs"),
                                                config.log_steps))
@@ -605,8 +615,10 @@ def run_pretraining(config: PretrainConfig) -> dict[str, Any]:
                 f"stopped. The last good checkpoint (step {saver.last_saved}) in "
                 f"{manager.directory} is kept; rerunning resumes from it. Lower --learning_rate "
                 "or raise --num_warmup_steps, or check the input data.")
-        if saver.last_saved != progress.step:
-            saver.save()
+        if saver.last_saved != progress.step and saver.save() is None:
+            raise FloatingPointError(
+                f"the weights hold NaN/Inf after step {progress.step}; the last good checkpoint "
+                f"(step {saver.last_saved}) in {manager.directory} is kept.")
     else:
         logger.info("already trained to step %d (num_train_steps %d); nothing to train",
                     start_step, config.num_train_steps)
@@ -645,6 +657,32 @@ def _results(train_logs: dict[str, float], eval_scores: dict[str, float] | None,
     results.update({n: float(main[n]) for n in METRICS if n in main})
     results["metrics_from"] = "eval" if eval_scores is not None else "train"
     return results
+
+
+def results_markdown(output_dir: str) -> str:
+    """A markdown table of a finished run: eval (else training) metrics per loop, and the
+    final results with throughput. For reports: `print(results_markdown("output/..."))`."""
+    with open(os.path.join(output_dir, HISTORY_FILE), encoding="utf-8") as f:
+        entries = json.load(f)
+    with open(os.path.join(output_dir, RESULTS_FILE), encoding="utf-8") as f:
+        results = json.load(f)
+    prefix = "val_" if any("val_loss" in e for e in entries) else ""
+    where = "held-out eval set" if prefix else "training batches of the loop"
+    lines = [f"Metrics on the {where}, per loop:", "",
+             "| step | MLM accuracy | NSP accuracy | MLM loss | NSP loss |",
+             "|---:|---:|---:|---:|---:|"]
+    for e in entries:
+        lines.append("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |".format(
+            e["step"], e.get(prefix + "masked_lm_accuracy", float("nan")),
+            e.get(prefix + "next_sentence_accuracy", float("nan")),
+            e.get(prefix + "mlm_loss", float("nan")), e.get(prefix + "nsp_loss", float("nan"))))
+    speed = results.get("examples_per_second")
+    lines.append("")
+    lines.append(f"Final (step {results['global_step']}, {results['metrics_from']}): MLM accuracy "
+                 f"{results['masked_lm_accuracy']:.3f}, NSP accuracy "
+                 f"{results['next_sentence_accuracy']:.3f}, loss {results['loss']:.3f}; "
+                 + (f"{speed:.1f} examples/s." if speed else "throughput not measured."))
+    return "\n".join(lines)
 
 
 def plot_history(entries: list[dict[str, float]], path: str) -> bool:
