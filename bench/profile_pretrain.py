@@ -40,8 +40,9 @@ def op_times(logdir: str) -> collections.Counter:
                 continue
             for event in line.events:
                 name = names.get(event.metadata_id, "?")
-                if ":" in name:
-                    totals[name.rsplit(":", 1)[-1]] += event.duration_ps / 1e6
+                op_type = name.rsplit(":", 1)[-1]
+                if ":" in name and op_type != "Process":  # "Process" encloses the ops
+                    totals[op_type] += event.duration_ps / 1e6
     return totals
 
 

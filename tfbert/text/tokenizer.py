@@ -227,7 +227,7 @@ class BertTokenizer(keras.layers.Layer):
                                                 replacement_char=0xFFFD)
             cps = decoded.flat_values
             info = _lookup(self._info_index, self._info_blocks, cps)
-            chars = self._normalize_rows(cps, info, decoded.value_rowids(),
+            chars = self._normalize_rows(cps, info, _row_ids(decoded.row_splits),
                                          tf.range(tf.size(flat, out_type=tf.int64)),
                                          collapse=False)
             index = tf.where(~chars["space"])[:, 0]
@@ -255,7 +255,7 @@ class BertTokenizer(keras.layers.Layer):
                                             replacement_char=0xFFFD)  # [B, (N)]
         batch_size = tf.size(texts, out_type=tf.int64)
         cps = decoded.flat_values  # [N] int32
-        char_row = decoded.value_rowids()  # [N]
+        char_row = _row_ids(decoded.row_splits)  # [N]
         info = _lookup(self._info_index, self._info_blocks, cps)  # [N]
 
         fast = self._map_chars(cps, info, char_row)
@@ -273,7 +273,7 @@ class BertTokenizer(keras.layers.Layer):
         starts, ends = (tf.concat([by_texts[0].with_flat_values(by_texts[i]),
                                    by_words[0].with_flat_values(by_words[i])], axis=1)
                         for i in (1, 2))  # source code point spans, indices into N
-        text_start = tf.gather(decoded.row_starts(), ids.value_rowids())  # [P]
+        text_start = tf.gather(decoded.row_starts(), _row_ids(ids.row_splits))  # [P]
         return (ids, ids.with_flat_values(starts.flat_values - text_start),
                 ids.with_flat_values(ends.flat_values - text_start))
 
@@ -328,8 +328,8 @@ class BertTokenizer(keras.layers.Layer):
         """
         cps = tf.where(chars["space"], 32, chars["cp"])  # [K]
         lines = tf.strings.unicode_encode(
-            tf.RaggedTensor.from_value_rowids(cps, chars["row"], nrows=batch_size,
-                                              validate=False), "UTF-8")  # [B]
+            tf.RaggedTensor.from_row_splits(cps, _splits(chars["row"], batch_size),
+                                            validate=False), "UTF-8")  # [B]
         skip = tf.scatter_nd(skip_rows[:, tf.newaxis], tf.ones_like(skip_rows), [batch_size])
         lines = tf.where(skip > 0, "", lines)
         ids, byte_starts, byte_ends = self._wordpiece_texts.tokenize_with_offsets(lines)
@@ -337,7 +337,7 @@ class BertTokenizer(keras.layers.Layer):
             return (ids,)
         char_bytes = _exclusive_byte_cumsum(cps)  # [K + 1]
         row_first_char = tf.searchsorted(chars["row"], tf.range(batch_size), out_type=tf.int64)
-        base = tf.gather(tf.gather(char_bytes, row_first_char), ids.value_rowids())  # [P]
+        base = tf.gather(tf.gather(char_bytes, row_first_char), _row_ids(ids.row_splits))
         first, last = _piece_chars(char_bytes, base, byte_starts, byte_ends)
         return ids, tf.gather(chars["src"], first), tf.gather(chars["src"], last) + 1
 
@@ -351,7 +351,8 @@ class BertTokenizer(keras.layers.Layer):
         if not with_offsets:
             return (ids,)
         char_bytes = _exclusive_byte_cumsum(word_chars.flat_values)  # [K' + 1]
-        base = tf.gather(tf.gather(char_bytes, word_chars.row_starts()), pieces.value_rowids())
+        base = tf.gather(tf.gather(char_bytes, word_chars.row_starts()),
+                         _row_ids(pieces.row_splits))  # [P]
         first, last = _piece_chars(char_bytes, base, byte_starts, byte_ends)
         return (ids, tf.gather(chars["src"], tf.gather(index, first)),
                 tf.gather(chars["src_end"], tf.gather(index, last)))
@@ -429,6 +430,17 @@ def _bits(x: tf.Tensor, mask: int) -> tf.Tensor:
     return tf.bitwise.bitwise_and(x, tf.constant(mask, x.dtype))
 
 
+def _row_ids(splits: tf.Tensor) -> tf.Tensor:
+    """Row of each value from row splits, by binary search (RaggedTensor.value_rowids builds a
+    [rows, longest row] mask and is several times slower)."""
+    return tf.searchsorted(splits, tf.range(splits[-1]), side="right", out_type=tf.int64) - 1
+
+
+def _splits(row_ids: tf.Tensor, nrows: tf.Tensor) -> tf.Tensor:
+    """Row splits from sorted row ids (from_value_rowids counts with a slow bincount)."""
+    return tf.searchsorted(row_ids, tf.range(nrows + 1), side="left", out_type=tf.int64)
+
+
 def _select(index: tf.Tensor, *tensors: tf.Tensor) -> tuple[tf.Tensor, ...]:
     return tuple(tf.gather(t, index) for t in tensors)
 
@@ -491,8 +503,8 @@ def _words(chars: dict, index: tf.Tensor, batch_size: tf.Tensor) -> tuple:
     starts = tf.gather(chars["word_start"], index)
     word_of_char = tf.cumsum(tf.cast(starts, tf.int64)) - 1  # [K']
     num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
-    word_chars = tf.RaggedTensor.from_value_rowids(tf.gather(chars["cp"], index), word_of_char,
-                                                   nrows=num_words, validate=False)
+    word_chars = tf.RaggedTensor.from_row_splits(tf.gather(chars["cp"], index),
+                                                 _splits(word_of_char, num_words), validate=False)
     word_row = tf.boolean_mask(tf.gather(chars["row"], index), starts)  # [W]
     words_per_text = tf.math.unsorted_segment_sum(tf.ones_like(word_row), word_row, batch_size)
     return tf.strings.unicode_encode(word_chars, "UTF-8"), word_chars, words_per_text
