@@ -1,8 +1,9 @@
 """Interleaved A/B of the classifier forward pass at batch 1 (bert-base-chinese shape, seq 128):
 a tf.function with jit_compile=True (XLA) vs False (TF graph + oneDNN), as a serving signature
-would call it. Decides the serving function's jit setting (see bench/NOTES.md).
+would call it, and (--onnx) ONNX Runtime on the same weights. Decides the serving function's jit
+setting (see bench/NOTES.md).
 
-    python bench/ab_serve.py [--rounds 10] [--batch 1]
+    python bench/ab_serve.py [--rounds 10] [--batch 1] [--onnx]
 """
 
 from __future__ import annotations
@@ -17,33 +18,45 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from bench_inference import PRESET, SEQ, make_inputs  # noqa: E402
+from bench_inference import SEQ, build_tfbert, make_inputs, torch_systems  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--onnx", action="store_true", help="add ONNX Runtime (same weights)")
     args = parser.parse_args()
+    import tempfile
+
     import tensorflow as tf
 
     import tfbert
 
-    model = tfbert.BertClassifier(tfbert.BertEncoder(tfbert.BertConfig.from_preset(PRESET)), 2)
+    workdir = tempfile.mkdtemp()
+    model_dir = build_tfbert(workdir)
+    model = tfbert.checkpoints.load_model(model_dir)
     spec = {k: tf.TensorSpec([None, SEQ], tf.int32) for k in ("input_ids", "input_mask",
                                                                "segment_ids")}
     fns = {f"jit_compile={jit}": tf.function(lambda x: model(x, training=False),
                                              input_signature=[spec], jit_compile=jit)
            for jit in (True, False)}
     x = {k: tf.constant(v) for k, v in make_inputs(args.batch).items()}
-    for fn in fns.values():
+    calls = {name: (lambda fn=fn: fn(x).numpy()) for name, fn in fns.items()}
+    if args.onnx:
+        ort = torch_systems(model_dir, workdir, (args.batch,))["onnxruntime (default session)"]
+        if isinstance(ort, Exception):
+            raise ort
+        x_np = make_inputs(args.batch)
+        calls["onnxruntime"] = lambda: ort(x_np)
+    for call in calls.values():
         for _ in range(3):
-            fn(x)
-    times = {name: [] for name in fns}
+            call()
+    times = {name: [] for name in calls}
     for _ in range(args.rounds):
-        for name, fn in fns.items():
+        for name, call in calls.items():
             start = time.perf_counter()
-            fn(x).numpy()
+            call()
             times[name].append(time.perf_counter() - start)
     print(json.dumps({name: {"latency_ms": 1e3 * statistics.median(t)}
                       for name, t in times.items()}, indent=2))

@@ -102,6 +102,19 @@ def test_optimizer_settings_match_bert():
         optimization.create_optimizer(1e-4, 100, optimizer="sgd")
 
 
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_optimizer_serialization_round_trip_keeps_schedule_and_exclusions(name):
+    opt = optimization.create_optimizer(1e-3, 100, 10, optimizer=name,
+                                        gradient_accumulation_steps=2, loss_scale=True)
+    back = keras.optimizers.deserialize(keras.optimizers.serialize(opt)).inner_optimizer
+    assert type(back) is type(opt.inner_optimizer) and back.accumulation_steps == 2
+    assert isinstance(back._learning_rate, optimization.WarmupLinearDecay)
+    model = _model()
+    assert [back._use_weight_decay(v) if name == "adamw" else
+            not optimization.is_excluded_from_weight_decay(v)
+            for v in model.trainable_variables] == [True, False, False, False, True, False]
+
+
 def test_lamb_matches_reference_numpy():
     """Two LAMB steps against a numpy transcription of You et al. (2019), Algorithm 2."""
     w0 = np.array([[0.5, -1.0], [2.0, 0.25]], "float32")
@@ -152,6 +165,7 @@ def test_strategy_selection():
     assert isinstance(distribute.get_strategy("auto"), tf.distribute.OneDeviceStrategy)
     assert distribute.get_strategy("one_device").num_replicas_in_sync == 1
     assert distribute.is_chief(tf.distribute.get_strategy())
+    assert distribute.num_workers(distribute.get_strategy("one_device")) == 1
     with pytest.raises(ValueError, match="distribution_strategy must be one of"):
         distribute.get_strategy("horovod")
     old = os.environ.pop("TF_CONFIG", None)

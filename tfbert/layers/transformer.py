@@ -37,8 +37,8 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
         scores = ops.einsum(self._dot_product_equation, key, query)  # [B, N, T, S]
         scores = ops.cast(scores, self._softmax.compute_dtype)
         if attention_mask is not None:
-            for _ in range(4 - len(attention_mask.shape)):  # [B, S] or [B, T, S] -> 4-D
-                attention_mask = ops.expand_dims(attention_mask, -3)
+            if len(attention_mask.shape) == 3:  # [B, 1 or T, S] -> [B, 1, 1 or T, S]
+                attention_mask = ops.expand_dims(attention_mask, 1)
             large = -3e4 if scores.dtype == "float16" else -1e9  # finite in the score dtype
             bias = ops.where(ops.cast(attention_mask, "bool"),
                              ops.zeros((), scores.dtype), ops.full((), large, scores.dtype))

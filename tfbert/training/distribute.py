@@ -115,6 +115,16 @@ def is_chief(strategy: tf.distribute.Strategy | None = None) -> bool:
     return task_type == "worker" and task_id == 0 and "chief" not in cluster
 
 
+def num_workers(strategy: tf.distribute.Strategy | None = None) -> int:
+    """Hosts feeding the strategy (MultiWorkerMirroredStrategy workers, TPU pod hosts); 1 else."""
+    strategy = strategy or tf.distribute.get_strategy()
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return 1
+    spec = resolver.cluster_spec().as_dict()
+    return max(1, len(spec.get("worker", [])) + len(spec.get("chief", [])))
+
+
 def worker_index(strategy: tf.distribute.Strategy | None = None) -> int:
     """This worker's task index (0 outside multi-worker training)."""
     strategy = strategy or tf.distribute.get_strategy()

@@ -40,6 +40,8 @@ OPTIMIZERS = ("adamw", "lamb")
 # Google's optimization.py (["LayerNorm", "layer_norm", "bias"]); Keras names LayerNorm's
 # parameters gamma/beta.
 EXCLUDE_FROM_WEIGHT_DECAY = (r"(?i)layer_?norm", r"(^|/)\w*bias$", r"(^|/)(gamma|beta)$")
+# The same rule on Keras's short variable names, for `exclude_from_weight_decay(var_names=...)`.
+_EXCLUDED_NAMES = ("bias", "gamma", "beta", "LayerNorm", "layer_norm")
 
 
 def is_excluded_from_weight_decay(
@@ -218,6 +220,8 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
     def __init__(self, accumulation_steps: int = 1, **kwargs) -> None:
         super().__init__(**kwargs)
         self._init_accumulation(accumulation_steps)
+        # By name, so a deserialized optimizer (Keras does not save the exclusions) keeps them.
+        self.exclude_from_weight_decay(var_names=list(_EXCLUDED_NAMES))
 
 
 @keras.saving.register_keras_serializable(package="tfbert")
@@ -340,8 +344,8 @@ def create_optimizer(
             are averaged, so k micro-batches of b make the update of one batch of k*b.
         loss_scale: bool. Wrap in dynamic loss scaling (for float16 mixed precision).
         variables: iterable of variables or None. When given, the weight-decay exclusions are
-            resolved on these variables' paths (recommended: the model's trainable variables);
-            otherwise they are matched on variable names at update time.
+            also resolved on these variables' paths (e.g. the model's trainable variables);
+            they are always matched on the variables' names.
 
     Returns:
         A Keras optimizer (a LossScaleOptimizer around it when `loss_scale`).
@@ -364,10 +368,8 @@ def create_optimizer(
         opt = AdamW(weight_decay=weight_decay, **common)
         if variables is not None:
             opt.exclude_from_weight_decay(
-                var_list=[v for v in variables if is_excluded_from_weight_decay(v)])
-        else:
-            opt.exclude_from_weight_decay(var_names=["bias", "gamma", "beta", "LayerNorm",
-                                                     "layer_norm"])
+                var_list=[v for v in variables if is_excluded_from_weight_decay(v)],
+                var_names=list(_EXCLUDED_NAMES))
     else:
         opt = Lamb(decay_rate=weight_decay, **common)
     if loss_scale:

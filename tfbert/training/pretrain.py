@@ -43,7 +43,7 @@ import tensorflow as tf
 
 from tfbert.config import BertConfig
 from tfbert.training import callbacks as cb
-from tfbert.training.distribute import STRATEGIES, get_strategy, is_chief, worker_index
+from tfbert.training.distribute import STRATEGIES, get_strategy, is_chief, num_workers, worker_index
 from tfbert.training.optimization import OPTIMIZERS, create_optimizer
 
 logger = logging.getLogger(__name__)
@@ -420,9 +420,10 @@ def _distribute_options(multi_worker: bool) -> tf.data.Options:
     options = tf.data.Options()
     # Multi-worker: every worker replays the same global stream and keeps its share of each
     # batch, so a step's data does not depend on the worker count and resume-by-replay is exact.
+    # One worker has nothing to shard (its replicas split each batch).
     options.experimental_distribute.auto_shard_policy = (
         tf.data.experimental.AutoShardPolicy.DATA if multi_worker
-        else tf.data.experimental.AutoShardPolicy.AUTO)
+        else tf.data.experimental.AutoShardPolicy.OFF)
     return options
 
 
@@ -513,7 +514,7 @@ def run_pretraining(config: PretrainConfig,
     # The strategy first: multi-worker collectives must be set up before other TF ops run.
     strategy = get_strategy(config.distribution_strategy, config.tpu)
     chief = is_chief(strategy)
-    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    multi_worker = num_workers(strategy) > 1
     replicas = strategy.num_replicas_in_sync
     k = config.gradient_accumulation_steps
     if config.train_batch_size % (k * replicas):
