@@ -118,6 +118,8 @@ def test_transformer_layer_matches_reference(tmp_path, hidden_act):
     expected, expected_probs = reference_block(x, mask, layer, hidden_act == "gelu_tanh")
     np.testing.assert_allclose(out, expected, atol=2e-5)
     np.testing.assert_allclose(probs, expected_probs, atol=1e-6)
+    # Without probabilities the mask takes the additive-bias path: the same outputs.
+    np.testing.assert_allclose(layer(x, attention_mask=bool_mask), expected, atol=2e-5)
     assert np.all(np.asarray(probs)[1, :, :, 5:] == 0.0)
 
 

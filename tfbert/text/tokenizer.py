@@ -59,9 +59,9 @@ _DROP, _SPACE, _PUNCT, _CJK, _MARK, _DECOMPOSES, _UNSAFE = 1, 2, 4, 8, 16, 32, 6
 _CCC_SHIFT = 7  # canonical combining class, 8 bits
 _LOWER_SHIFT = 15  # lower-case delta (signed), 17 bits
 # Bits of the per-code-point map for lower_case=True (tier one): _DROP (cleaned away, or only
-# marks after NFD), the classes _SPACE, _PUNCT, _UNSAFE of the mapped character, _COMPLEX (NFD
-# gives several characters, or a combining one that canonical ordering may move), and the
-# mapped character's offset from the code point.
+# marks after NFD), the classes _SPACE, _PUNCT, _UNSAFE of the mapped character, _CJK of the
+# code point, _COMPLEX (NFD gives several characters, or a combining one that canonical ordering
+# may move), and the mapped character's offset from the code point.
 _COMPLEX = 128
 _MAP_SHIFT = 8
 _BLOCK_BITS = 7  # two-level tables: code point >> 7 picks a block of 128 entries
@@ -225,9 +225,7 @@ class BertTokenizer(keras.layers.Layer):
         def split(flat: tf.Tensor) -> tf.RaggedTensor:
             decoded = tf.strings.unicode_decode(flat, "UTF-8", errors="replace",
                                                 replacement_char=0xFFFD)
-            cps = decoded.flat_values
-            info = _lookup(self._info_index, self._info_blocks, cps)
-            chars = self._normalize_rows(cps, info, _row_ids(decoded.row_splits),
+            chars = self._normalize_rows(decoded.flat_values, _row_ids(decoded.row_splits),
                                          tf.range(tf.size(flat, out_type=tf.int64)),
                                          collapse=False)
             index = tf.where(~chars["space"])[:, 0]
@@ -256,13 +254,12 @@ class BertTokenizer(keras.layers.Layer):
         batch_size = tf.size(texts, out_type=tf.int64)
         cps = decoded.flat_values  # [N] int32
         char_row = _row_ids(decoded.row_splits)  # [N]
-        info = _lookup(self._info_index, self._info_blocks, cps)  # [N]
 
-        fast = self._map_chars(cps, info, char_row)
+        fast = self._map_chars(cps, char_row)
         exact_rows = tf.unique(tf.boolean_mask(fast["row"], fast["exact"])).y  # sorted
         if self._force_word_path:
             exact_rows = tf.range(batch_size)
-        exact = self._normalize_rows(cps, info, char_row, exact_rows)
+        exact = self._normalize_rows(cps, char_row, exact_rows)
 
         by_texts = self._by_texts(fast, batch_size, exact_rows, with_offsets)
         by_words = self._by_words(exact, batch_size, with_offsets)
@@ -277,7 +274,7 @@ class BertTokenizer(keras.layers.Layer):
         return (ids, ids.with_flat_values(starts.flat_values - text_start),
                 ids.with_flat_values(ends.flat_values - text_start))
 
-    def _map_chars(self, cps: tf.Tensor, info: tf.Tensor, char_row: tf.Tensor) -> dict:
+    def _map_chars(self, cps: tf.Tensor, char_row: tf.Tensor) -> dict:
         """Tier one: one table lookup per character (clean, NFD, strip marks, lower-case).
 
         Returns:
@@ -285,24 +282,22 @@ class BertTokenizer(keras.layers.Layer):
             `exact` (the character's text needs tier two).
         """
         if self.lower_case:
-            mapping = _lookup(self._map_index, self._map_blocks, cps)  # [N]
-            keep = tf.where(tf.equal(_bits(mapping, _DROP), 0))[:, 0]  # [K]
-            mapping, cp_info = _select(keep, mapping, info)
-            cp = tf.gather(cps, keep) + tf.bitwise.right_shift(mapping, _MAP_SHIFT)
-            classes = mapping  # classes of the mapped character, in the same bits
-            exact = tf.not_equal(_bits(mapping, _UNSAFE | _COMPLEX), 0)
+            classes = _lookup(self._map_index, self._map_blocks, cps)  # [N]
         else:
-            keep = tf.where(tf.equal(_bits(info, _DROP), 0))[:, 0]  # [K]
-            cp, cp_info = _select(keep, cps, info)
-            classes = cp_info
-            exact = tf.not_equal(_bits(cp_info, _UNSAFE), 0)
-        row = tf.gather(char_row, keep)
-        chars = _split(cp, row, keep, classes, _bits(cp_info, _CJK))
+            classes = _lookup(self._info_index, self._info_blocks, cps)  # [N]
+        keep = tf.where(tf.equal(_bits(classes, _DROP), 0))[:, 0]  # [K]
+        classes, cp, row = _select(keep, classes, cps, char_row)
+        if self.lower_case:  # the mapped character (its classes are in `classes`)
+            cp = cp + tf.bitwise.right_shift(classes, _MAP_SHIFT)
+            exact = tf.not_equal(_bits(classes, _UNSAFE | _COMPLEX), 0)
+        else:
+            exact = tf.not_equal(_bits(classes, _UNSAFE), 0)
+        chars = _split(cp, row, keep, classes, _bits(classes, _CJK))
         chars["exact"] = exact | _in_long_words(chars)
         return chars
 
-    def _normalize_rows(self, cps: tf.Tensor, info: tf.Tensor, char_row: tf.Tensor,
-                        rows: tf.Tensor, collapse: bool = True) -> dict:
+    def _normalize_rows(self, cps: tf.Tensor, char_row: tf.Tensor, rows: tf.Tensor,
+                        collapse: bool = True) -> dict:
         """Tier two: the texts `rows` (sorted), normalized step by step as the reference does.
 
         Returns:
@@ -312,12 +307,16 @@ class BertTokenizer(keras.layers.Layer):
         src = tf.ragged.range(
             tf.searchsorted(char_row, rows, side="left", out_type=tf.int64),
             tf.searchsorted(char_row, rows, side="right", out_type=tf.int64)).flat_values
-        src = tf.boolean_mask(src, tf.equal(_bits(tf.gather(info, src), _DROP), 0))  # cleaned
-        cp, cp_info, row = _select(src, cps, info, char_row)
+        info = _lookup(self._info_index, self._info_blocks, tf.gather(cps, src))
+        kept = tf.where(tf.equal(_bits(info, _DROP), 0))[:, 0]  # cleaning keeps these
+        src, cp_info = _select(kept, src, info)
+        cp, row = _select(src, cps, char_row)
+        cjk = _bits(cp_info, _CJK)  # of the source character
         if self.lower_case:
             src, cp, cp_info, row = self._nfd_strip_marks(src, cp, cp_info, row)
             cp = cp + tf.bitwise.right_shift(cp_info, _LOWER_SHIFT)  # lower-case, char by char
-        chars = _split(cp, row, src, cp_info, _bits(tf.gather(info, src), _CJK))
+            cjk = _bits(_lookup(self._info_index, self._info_blocks, tf.gather(cps, src)), _CJK)
+        chars = _split(cp, row, src, cp_info, cjk)
         return _collapse_long_words(chars, self._placeholder) if collapse else chars
 
     def _by_texts(self, chars: dict, batch_size: tf.Tensor, skip_rows: tf.Tensor,
@@ -647,6 +646,7 @@ def _lower_case_map(info: np.ndarray, decomp: np.ndarray, values: list[int]) -> 
     lower = codes + (info >> _LOWER_SHIFT)  # characters NFD leaves alone
     out = ((lower - codes) << _MAP_SHIFT) | (info[lower] & classes)
     out[(info & _DROP) != 0] |= _DROP
+    out |= info & _CJK  # of the code point itself
     ccc = (info >> _CCC_SHIFT) & 255
     for c in np.nonzero((decomp != 0) | ((info & _MARK) != 0) | (ccc != 0))[0]:
         seq = [c] if decomp[c] == 0 else values[decomp[c] >> 3:(decomp[c] >> 3) + (decomp[c] & 7)]
@@ -659,6 +659,7 @@ def _lower_case_map(info: np.ndarray, decomp: np.ndarray, values: list[int]) -> 
             out[c] = flags | _COMPLEX
         else:
             out[c] = flags | ((kept[0] - c) << _MAP_SHIFT) | (info[kept[0]] & classes)
+        out[c] |= info[c] & _CJK
     assert out.max() < 2**31 and out.min() >= -(2**31)
     return out.astype(np.int32)
 
