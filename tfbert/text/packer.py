@@ -11,8 +11,9 @@ free positions, is
 (transformers' Python tokenizer truncates the same way; the Rust `tokenizers` one gives the
 shorter segment at most floor(L / 2), which differs when B is the longer one and L is odd.)
 
-Only core ops (RaggedRange, RaggedTensorToTensor, GatherV2, ...), so exported models load in
-TF Serving 2.12-2.20, whose bundled TF Text lacks newer ops such as `TFText>RoundRobinTrim`.
+Only core ops (RaggedTensorToTensor, GatherV2, SelectV2, ...; no control flow), so exported
+models load in TF Serving 2.12-2.20, whose bundled TF Text lacks newer ops such as
+`TFText>RoundRobinTrim`.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class BertPacker(keras.layers.Layer):
             segments[0]).shape.rank == 1
         segments = [_as_ragged(s, unbatched) for s in segments]  # int32 [B, (tokens)]
 
-        lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]  # [B] each
+        lengths = [tf.cast(seg.row_lengths(), tf.int32) for seg in segments]  # [B] each
         if len(segments) == 1:
             keep = [tf.minimum(lengths[0], self.seq_length - 2)]
         else:
@@ -86,23 +87,29 @@ class BertPacker(keras.layers.Layer):
             la, lb = lengths
             keep = [tf.minimum(la, tf.maximum(free - lb, (free + 1) // 2)),
                     tf.minimum(lb, tf.maximum(free - la, free // 2))]
-        kept = [_head(s, k) for s, k in zip(segments, keep, strict=True)]  # [B, (kept)]
 
-        batch = tf.shape(lengths[0])[0]
-        cls = tf.fill([batch, 1], self.cls_id)
-        sep = tf.fill([batch, 1], self.sep_id)
-        pieces = [cls, kept[0], sep] + ([kept[1], sep] if len(kept) == 2 else [])
-        pieces = [tf.RaggedTensor.from_tensor(p) if not isinstance(p, tf.RaggedTensor) else p
-                  for p in pieces]
-        ids = tf.concat(pieces, axis=1)  # [B, (n)]
-        type_ids = tf.concat([tf.zeros_like(p) for p in pieces[:3]]
-                             + [tf.ones_like(p) for p in pieces[3:]], axis=1)
-        shape = tf.stack([tf.cast(batch, tf.int64), self.seq_length])
-        out = {
-            "input_ids": ids.to_tensor(default_value=self.pad_id, shape=shape),
-            "input_mask": tf.ones_like(ids).to_tensor(default_value=0, shape=shape),
-            "segment_ids": type_ids.to_tensor(default_value=0, shape=shape),
-        }
+        # Dense positions: [CLS] a_0 .. a_{ka-1} [SEP] (b_0 .. b_{kb-1} [SEP]) [PAD] ...
+        t = tf.range(self.seq_length)[tf.newaxis, :]  # [1, T]
+        ka = keep[0][:, tf.newaxis]  # [B, 1]
+        dense_a = segments[0].to_tensor(0, shape=[None, self.seq_length])  # [B, T]
+        ids = tf.where(t <= ka, tf.gather(dense_a, tf.maximum(t - 1, 0), batch_dims=1),
+                       self.pad_id)
+        ids = tf.where(t == ka + 1, self.sep_id, ids)
+        end = ka + 2  # one past the last [SEP]
+        segment_ids = tf.zeros_like(ids)
+        if len(segments) == 2:
+            kb = keep[1][:, tf.newaxis]
+            dense_b = segments[1].to_tensor(0, shape=[None, self.seq_length])
+            in_b = (t >= ka + 2) & (t <= ka + kb + 1)
+            ids = tf.where(in_b, tf.gather(dense_b, tf.clip_by_value(t - ka - 2, 0,
+                                                                     self.seq_length - 1),
+                                           batch_dims=1), ids)
+            ids = tf.where(t == ka + kb + 2, self.sep_id, ids)
+            end = ka + kb + 3
+            segment_ids = tf.cast((t >= ka + 2) & (t < end), tf.int32)
+        ids = tf.where(t == 0, self.cls_id, ids)
+        out = {"input_ids": ids, "input_mask": tf.cast(t < end, tf.int32),
+               "segment_ids": segment_ids}
         if unbatched:
             out = {name: value[0] for name, value in out.items()}
         return out
@@ -126,9 +133,3 @@ def _as_ragged(x: Any, unbatched: bool) -> tf.RaggedTensor:
         raise ValueError(f"BertPacker expects ragged ids [B, (tokens)], got ragged rank "
                          f"{x.ragged_rank}")
     return x.with_flat_values(tf.cast(x.flat_values, tf.int32)).with_row_splits_dtype(tf.int64)
-
-
-def _head(x: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
-    """The first keep[i] tokens of each row i."""
-    position = tf.ragged.range(tf.cast(x.row_lengths(), tf.int32))  # [B, (n)]
-    return tf.ragged.boolean_mask(x, position < keep[:, tf.newaxis])

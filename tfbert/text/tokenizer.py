@@ -264,15 +264,24 @@ class BertTokenizer(keras.layers.Layer):
         by_texts = self._by_texts(fast, batch_size, exact_rows, with_offsets)
         by_words = self._by_words(exact, batch_size, with_offsets)
         # Each text's pieces come from one tier only; the other has none for it.
-        ids = tf.concat([by_texts[0], by_words[0]], axis=1)  # [B, (P)]
+        splits_a, splits_b = by_texts[0].row_splits, by_words[0].row_splits
+        splits = splits_a + splits_b  # [B + 1]
+        rows_a, rows_b = _row_ids(splits_a), _row_ids(splits_b)
+        at = tf.concat([tf.range(splits_a[-1]) + tf.gather(splits_b, rows_a),
+                        tf.range(splits_b[-1]) + tf.gather(splits_a, rows_b)], 0)
+
+        def merged(a: tf.Tensor, b: tf.Tensor) -> tf.RaggedTensor:
+            values = tf.reshape(tf.scatter_nd(at[:, tf.newaxis], tf.concat([a, b], 0),
+                                              splits[-1:]), [-1])
+            return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+
+        ids = merged(by_texts[0].flat_values, by_words[0].flat_values)  # [B, (P)]
         if not with_offsets:
             return ids, None, None
-        starts, ends = (tf.concat([by_texts[0].with_flat_values(by_texts[i]),
-                                   by_words[0].with_flat_values(by_words[i])], axis=1)
-                        for i in (1, 2))  # source code point spans, indices into N
-        text_start = tf.gather(decoded.row_starts(), _row_ids(ids.row_splits))  # [P]
-        return (ids, ids.with_flat_values(starts.flat_values - text_start),
-                ids.with_flat_values(ends.flat_values - text_start))
+        text_start = tf.gather(decoded.row_starts(), tf.concat([rows_a, rows_b], 0))
+        starts, ends = (merged(by_texts[i] - text_start[:splits_a[-1]],
+                               by_words[i] - text_start[splits_a[-1]:]) for i in (1, 2))
+        return ids, starts, ends
 
     def _map_chars(self, cps: tf.Tensor, char_row: tf.Tensor) -> dict:
         """Tier one: one table lookup per character (clean, NFD, strip marks, lower-case).
@@ -345,8 +354,10 @@ class BertTokenizer(keras.layers.Layer):
         index = tf.where(~chars["space"])[:, 0]  # [K'] word characters
         words, word_chars, words_per_text = _words(chars, index, batch_size)
         pieces, byte_starts, byte_ends = self._wordpiece_words.tokenize_with_offsets(words)
-        ids = tf.RaggedTensor.from_row_lengths(pieces, words_per_text,
-                                               validate=False).merge_dims(1, 2)  # [B, (P)]
+        word_splits = tf.concat([[0], tf.cumsum(words_per_text)], 0)  # [B + 1]
+        ids = tf.RaggedTensor.from_row_splits(pieces.flat_values,
+                                              tf.gather(pieces.row_splits, word_splits),
+                                              validate=False)  # [B, (P)]
         if not with_offsets:
             return (ids,)
         char_bytes = _exclusive_byte_cumsum(word_chars.flat_values)  # [K' + 1]
