@@ -92,8 +92,8 @@ class BertPacker(keras.layers.Layer):
         t = tf.range(self.seq_length)[tf.newaxis, :]  # [1, T]
         ka = keep[0][:, tf.newaxis]  # [B, 1]
         dense_a = segments[0].to_tensor(0, shape=[None, self.seq_length])  # [B, T]
-        ids = tf.where(t <= ka, tf.gather(dense_a, tf.maximum(t - 1, 0), batch_dims=1),
-                       self.pad_id)
+        shifted_a = tf.gather(dense_a, tf.maximum(t[0] - 1, 0), axis=1)  # a_{t-1} at t
+        ids = tf.where(t <= ka, shifted_a, self.pad_id)
         ids = tf.where(t == ka + 1, self.sep_id, ids)
         end = ka + 2  # one past the last [SEP]
         segment_ids = tf.zeros_like(ids)

@@ -13,17 +13,24 @@ The reference is BERT's original tokenizer as the `tokenizers` package runs it
 5. greedy longest-match-first WordPiece with "##" continuations; a word longer than 100
    characters, or one that cannot be covered by vocab pieces, becomes a single [UNK].
 
-Steps 1-4 run here in core TensorFlow ops over Unicode code points, driven by lookup tables
-(below); step 5 is TF Text's `FastWordpieceTokenizer` (linear-time MaxMatch) on the words.
+"[CLS]" and the like in input text are text, as in Google's tokenizer (transformers matches
+them as special tokens unless `split_special_tokens=True`).
+
+Steps 1-4 run in core TensorFlow ops over Unicode code points, driven by lookup tables (below);
+step 5 is TF Text's `FastWordpieceTokenizer` (linear-time MaxMatch). Most texts take one table
+lookup per character and go to WordPiece whole (its own splitting then equals the reference's);
+texts with characters NFD expands or reorders, characters TF Text splits differently, or words
+over 100 characters are normalized step by step and go word by word (see the pipeline notes).
 
 Where the reference's own character tables differ from a modern `unicodedata`, the reference wins:
 `tokenizers` classifies control characters, punctuation and non-spacing marks with the Unicode 8.0
-categories compiled into it, keeps unassigned code points, lower-cases one character at a time
-(no final-sigma rule), and its CJK ranges start Extension E at U+2B920 (Google's Python code says
-U+2B820). The tables below are those classes, generated from `tokenizers` 0.23.3 and checked code
-point by code point in tests/test_tokenizer.py. Google's Python tokenizer (and the slow
-`transformers.BertTokenizer`) agrees with this everywhere except on those rare characters, on
-"Σ" at the end of a word, and (transformers only) NFC before lower_case=False tokenizing.
+categories compiled into it, knows the combining classes of Unicode 9, keeps unassigned code
+points, lower-cases one character at a time (no final-sigma rule), and its CJK ranges start
+Extension E at U+2B920 (Google's Python code says U+2B820). The tables below are those classes,
+generated from `tokenizers` 0.23.3 and checked for every code point in tests/test_tokenizer.py;
+offsets follow its alignment rules too. Google's Python tokenizer (and transformers' legacy
+Python BertTokenizer) agrees with this except on those rare characters, on "Σ" at the end of a
+word, and (transformers only) NFC before lower_case=False tokenizing.
 
 Invalid UTF-8 is decoded with replacement (each invalid byte sequence becomes U+FFFD, as
 `bytes.decode("utf-8", errors="replace")` does), and cleaning then drops the U+FFFD. Offsets
@@ -31,9 +38,14 @@ count Unicode characters of the string decoded that way.
 
 TF Serving: besides core TensorFlow ops the layer uses one TF Text op,
 `FastWordpieceTokenizeWithOffsets` (TF Text >= 2.7, so present in TF Text 2.12.1 of
-TF Serving 2.12-2.19 and in 2.20.0). Core ops used: UnicodeDecode(WithOffsets), UnicodeEncode,
-GatherV2, Cumsum, Where, Select(V2), LowerBound/UpperBound (searchsorted), StatelessIf/If,
-TopKV2 (stable argsort), UnsortedSegmentSum, RegexReplace, StringJoin/ReduceJoin, StringStrip.
+TF Serving 2.12-2.19 and in 2.20.0). Core ops in the graph (tokenize_with_offsets, detokenize,
+split_words): AddV2, BitwiseAnd, BroadcastTo, Cast, ConcatV2, Cumsum, Equal, ExpandDims, Fill,
+GatherV2, Greater(Equal), Less(Equal), Logical{And,Not,Or}, LowerBound, UpperBound, Max, Maximum,
+Minimum, Mul, Neg, NotEqual, OnesLike, Pack, Prod, RaggedRange, RaggedTensorToTensor, Range,
+Reshape, RightShift, ScatterNd, SelectV2, Shape, Size, Squeeze, StaticRegexReplace,
+StridedSlice, StringStrip, Sub, Sum, TensorScatterUpdate, Tile, TopKV2, UnicodeDecode,
+UnicodeEncode, Unique, UnsortedSegmentJoin, UnsortedSegmentSum, Where, ZerosLike; no control
+flow (If/While).
 """
 
 from __future__ import annotations
@@ -55,7 +67,7 @@ MAX_CHARS_PER_WORD = 100  # the reference's max_input_chars_per_word (characters
 SUFFIX_INDICATOR = "##"
 
 # Bits of the per-code-point info table.
-_DROP, _SPACE, _PUNCT, _CJK, _MARK, _DECOMPOSES, _UNSAFE = 1, 2, 4, 8, 16, 32, 64
+_DROP, _SPACE, _PUNCT, _CJK, _MARK, _UNSAFE = 1, 2, 4, 8, 16, 64
 _CCC_SHIFT = 7  # canonical combining class, 8 bits
 _LOWER_SHIFT = 15  # lower-case delta (signed), 17 bits
 # Bits of the per-code-point map for lower_case=True (tier one): _DROP (cleaned away, or only
@@ -600,7 +612,8 @@ def _tables() -> dict[str, np.ndarray]:
 
     `info` (two-level, per code point): class bits, canonical combining class, lower-case
     delta. `decomp` (two-level): NFD of the code point as (start << 3 | length) into
-    `decomp_values`, 0 where NFD leaves it alone.
+    `decomp_values`, 0 where NFD leaves it alone. `map` (two-level): tier one's whole
+    lower_case=True normalization of the code point (see _COMPLEX).
     """
     info = np.zeros(0x110000, np.int64)
     for text, bit in ((_DROPPED, _DROP), (_PUNCTUATION, _PUNCT), (_NONSPACING_MARKS, _MARK),
@@ -618,7 +631,6 @@ def _tables() -> dict[str, np.ndarray]:
         assert 0 < len(seq) < 8, (hex(c), seq)
         decomp[c] = (len(values) << 3) | len(seq)
         values.extend(seq)
-        info[c] |= _DECOMPOSES
 
     for item in _COMBINING_CLASSES.split():
         span, _, ccc = item.partition(":")
@@ -693,8 +705,9 @@ _WHITESPACE = (9, 10, 11, 12, 13, 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200
 _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
                (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
 
-# The reference's character classes (hex ranges, inclusive), generated from `tokenizers` 0.23.3
-# by tests/test_tokenizer.py::reference_tables, which also checks every code point against them.
+# The tables below (hex ranges, inclusive) are made by tests/data/make_tokenizer_tables.py,
+# which runs `tokenizers` 0.23.3 (and TF Text 2.21) on every code point;
+# tests/test_tokenizer.py::test_every_code_point checks the tokenizer against it.
 # Cleaned away: NUL, U+FFFD, Cc except \t \n \r, Cf, Co (Unicode 8.0 categories).
 _DROPPED = """
 0-8 b-c e-1f 7f-9f ad 600-605 61c 6dd 70f 180e 200b-200f 202a-202e 2060-2064 2066-206f
@@ -746,8 +759,9 @@ aabe-aabf aac1 aaec-aaed aaf6 abe5 abe8 abed fb1e fe00-fe0f fe20-fe2f 101fd 102e
 1bc9d-1bc9e 1d167-1d169 1d17b-1d182 1d185-1d18b 1d1aa-1d1ad 1d242-1d244 1da00-1da36
 1da3b-1da6c 1da75 1da84 1da9b-1da9f 1daa1-1daaf 1e8d0-1e8d6 e0100-e01ef
 """
-# lower_case=True results for characters newer than Python 3.11's Unicode 14 (first[-last]>target;
-# they map one to one).
+# lower_case=True results where the reference's Unicode data differs from Python 3.11's: letters
+# of Unicode 15-16 that it lower-cases, and U+11938 that it does not decompose. Written
+# first[-last]>target, one character to one.
 _LOWER_CASE_OVERRIDES = """
 1c89>1c8a a7cb>264 a7cc>a7cd a7ce>a7cf a7d2>a7d3 a7d4>a7d5 a7da>a7db a7dc>19b
 10d50-10d65>10d70 11938>11938 16ea0-16eb8>16ebb
