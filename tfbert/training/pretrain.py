@@ -117,10 +117,10 @@ class PretrainConfig:
     max_predictions_per_seq: int = 20
     masked_lm_prob: float = 0.15
     whole_word_mask: bool = False
-    train_batch_size: int = 16
+    train_batch_size: int = 32
     eval_batch_size: int = 32
-    num_train_steps: int = 800
-    num_warmup_steps: int = 80
+    num_train_steps: int = 500
+    num_warmup_steps: int = 50
     learning_rate: float = 1e-3
     optimizer: str = "adamw"
     weight_decay: float = 0.01
@@ -128,7 +128,7 @@ class PretrainConfig:
     save_checkpoints_steps: int = 100
     keep_checkpoint_max: int = 5
     iterations_per_loop: int | None = None
-    max_eval_steps: int = 10
+    max_eval_steps: int = 20
     log_steps: int = 20
     mixed_precision: str = "float32"
     jit_compile: bool = False
