@@ -103,6 +103,38 @@ def define_runtime_flags(distribution_strategy: str = "auto") -> None:
     flags.DEFINE_string("tpu", None, "TPU name or grpc:// address (default $TPU_NAME).")
 
 
+def define_finetune_flags(defaults: Any, train_help: str, dev_help: str, test_help: str,
+                          unit: str = "examples") -> None:
+    """Every flag a fine-tuning script shares: model, training, epochs, runtime, data files and
+    run modes, with defaults from the task's config dataclass instance `defaults`.
+
+    Args:
+        defaults: a TaskConfig instance (tfbert.training.finetune) holding the task's defaults.
+        train_help, dev_help, test_help: str. What the task's data files hold.
+        unit: str. What one example is called in the help text ("sentences", "questions").
+    """
+    define_model_flags(max_seq_length=defaults.max_seq_length)
+    define_training_flags(
+        train_batch_size=defaults.train_batch_size, eval_batch_size=defaults.eval_batch_size,
+        learning_rate=defaults.learning_rate, optimizer=defaults.optimizer,
+        weight_decay=defaults.weight_decay, log_steps=defaults.log_steps, seed=defaults.seed)
+    define_epoch_flags(num_train_epochs=defaults.num_train_epochs,
+                       warmup_proportion=defaults.warmup_proportion)
+    define_runtime_flags(distribution_strategy=defaults.distribution_strategy)
+    flags.DEFINE_string("train_file", None, train_help)
+    flags.DEFINE_string("dev_file", None, dev_help)
+    flags.DEFINE_string("test_file", None, test_help)
+    flags.DEFINE_bool("do_train", defaults.do_train, "Fine-tune.")
+    flags.DEFINE_bool("do_eval", defaults.do_eval, "Score the dev set.")
+    flags.DEFINE_bool("do_predict", defaults.do_predict,
+                      "Score the test set and write its predictions.")
+    flags.DEFINE_integer("max_train_examples", None, f"Use only the first N training {unit}.",
+                         lower_bound=1)
+    flags.DEFINE_integer("max_eval_examples", None, f"Use only the first N dev and test {unit}.",
+                         lower_bound=1)
+    flags.mark_flag_as_required("output_dir")
+
+
 def config_from_flags(cls: type, **overrides: Any) -> Any:
     """An instance of dataclass `cls` from the parsed flags whose names are its fields.
 

@@ -99,11 +99,13 @@ def main() -> None:
     text_tflite = [e for e in info.get("tflite", {}).values()
                    if e.get("inputs") == "text" and e.get("quantization") == "float32"]
     if text_tflite:
+        from tfbert.checkpoints import read_metadata
         from tfbert.export.tflite import run_text_tflite
 
+        names = read_metadata(model_dir)["labels"]
         tflite_probs = run_text_tflite(text_tflite[0]["path"], SENTENCES)
         for i, sentence in enumerate(SENTENCES):
-            logging.info("  TFLite      class %d p=%.3f  %s", int(np.argmax(tflite_probs[i])),
+            logging.info("  TFLite      %-6s p=%.3f  %s", names[int(np.argmax(tflite_probs[i]))],
                          float(np.max(tflite_probs[i])), sentence)
     logging.info("\ndone: pretrained model %s/model, fine-tuned model %s, SavedModel %s",
                  pretrain.output_dir, model_dir, args.export_dir)

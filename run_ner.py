@@ -26,31 +26,15 @@ from tfbert.tasks.ner import BUILTIN_TASKS, NerConfig, run_ner
 
 _D = NerConfig(output_dir="unused", task_name="people_daily")  # the defaults
 
-common_flags.define_model_flags(max_seq_length=_D.max_seq_length)
-common_flags.define_training_flags(
-    train_batch_size=_D.train_batch_size, eval_batch_size=_D.eval_batch_size,
-    learning_rate=_D.learning_rate, optimizer=_D.optimizer, weight_decay=_D.weight_decay,
-    log_steps=_D.log_steps, seed=_D.seed)
-common_flags.define_epoch_flags(num_train_epochs=_D.num_train_epochs,
-                                warmup_proportion=_D.warmup_proportion)
-common_flags.define_runtime_flags(distribution_strategy=_D.distribution_strategy)
-# Data and run-mode flags every fine-tuning script has (candidates for common_flags.py).
-flags.DEFINE_string("train_file", None, "Training data, CoNLL-style (token<TAB>tag).")
-flags.DEFINE_string("dev_file", None, "Dev data, scored after every epoch (best epoch kept).")
-flags.DEFINE_string("test_file", None, "Test data, scored and predicted.")
-flags.DEFINE_bool("do_train", _D.do_train, "Fine-tune.")
-flags.DEFINE_bool("do_eval", _D.do_eval, "Score the dev set.")
-flags.DEFINE_bool("do_predict", _D.do_predict, "Score the test set and write its predictions.")
-flags.DEFINE_integer("max_train_examples", None, "Use only the first N training sentences.",
-                     lower_bound=1)
-flags.DEFINE_integer("max_eval_examples", None, "Use only the first N dev and test sentences.",
-                     lower_bound=1)
+common_flags.define_finetune_flags(
+    _D, train_help="Training data, CoNLL-style (token<TAB>tag).",
+    dev_help="Dev data, scored after every epoch (best epoch kept).",
+    test_help="Test data, scored and predicted.", unit="sentences")
 flags.DEFINE_enum("task_name", None, list(BUILTIN_TASKS), "Built-in data (the default when no "
                   "file is given): People's Daily 1998-01, PER/LOC/ORG.")
 flags.DEFINE_bool("char_level", _D.char_level, "CoNLL files hold one character per line of "
                   "text written without spaces (Chinese).")
 flags.DEFINE_float("dropout", _D.dropout, "Dropout before the tagging layer.")
-flags.mark_flag_as_required("output_dir")
 
 
 def main(argv: list[str]) -> None:

@@ -31,30 +31,12 @@ from tfbert.tasks.squad import SquadConfig, run_squad
 
 _D = SquadConfig(output_dir="unused")  # the defaults
 
-common_flags.define_model_flags(max_seq_length=_D.max_seq_length)
-common_flags.define_training_flags(
-    train_batch_size=_D.train_batch_size, eval_batch_size=_D.eval_batch_size,
-    learning_rate=_D.learning_rate, optimizer=_D.optimizer, weight_decay=_D.weight_decay,
-    log_steps=_D.log_steps, seed=_D.seed)
-common_flags.define_epoch_flags(num_train_epochs=_D.num_train_epochs,
-                                warmup_proportion=_D.warmup_proportion)
-common_flags.define_runtime_flags(distribution_strategy=_D.distribution_strategy)
-# Data and run-mode flags every fine-tuning script has (candidates for common_flags.py).
-flags.DEFINE_string("train_file", None, "SQuAD-format training JSON (v1.1, v2.0 or CMRC2018). "
-                    "Without any data file: the built-in People's Daily QA set.")
-flags.DEFINE_string("dev_file", None, "SQuAD-format dev JSON, scored after every epoch (the "
-                    "best epoch by F1 is kept).")
+common_flags.define_finetune_flags(
+    _D, train_help="SQuAD-format training JSON (v1.1, v2.0 or CMRC2018). Without any data file: "
+    "the built-in People's Daily QA set.",
+    dev_help="SQuAD-format dev JSON, scored after every epoch (the best epoch by F1 is kept).",
+    test_help="SQuAD-format test JSON (answers optional: predictions only).", unit="questions")
 flags.DEFINE_alias("predict_file", "dev_file")  # the name in Google's run_squad.py
-flags.DEFINE_string("test_file", None, "SQuAD-format test JSON (answers optional: predictions "
-                    "only).")
-flags.DEFINE_bool("do_train", _D.do_train, "Fine-tune.")
-flags.DEFINE_bool("do_eval", _D.do_eval, "Score the dev set.")
-flags.DEFINE_bool("do_predict", _D.do_predict, "Predict (and score) the test set, or the dev "
-                  "set when there is no test file.")
-flags.DEFINE_integer("max_train_examples", None, "Use only the first N training questions.",
-                     lower_bound=1)
-flags.DEFINE_integer("max_eval_examples", None, "Use only the first N dev and test questions.",
-                     lower_bound=1)
 # Extractive QA.
 flags.DEFINE_integer("doc_stride", _D.doc_stride, "Word pieces between the starts of "
                      "consecutive windows over a long context.", lower_bound=1)
@@ -74,7 +56,6 @@ flags.DEFINE_enum("on_bad_answer", _D.on_bad_answer, ["warn", "error"], "An answ
                   "it in training; counted in results.json) or error.")
 flags.DEFINE_enum("scoring", _D.scoring, ["auto", "squad", "cmrc2018"], "EM/F1 flavour: SQuAD "
                   "(English tokens) or CMRC2018 (Chinese characters); auto picks by the answers.")
-flags.mark_flag_as_required("output_dir")
 
 
 def main(argv: list[str]) -> None:
