@@ -41,8 +41,11 @@ def build_tfbert(workdir: str, config=None) -> str:
     model = tfbert.BertClassifier(tfbert.BertEncoder(config), num_classes=NUM_CLASSES)
     vocab = os.path.join(workdir, "vocab.txt")
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    n = config.vocab_size - len(specials)  # CJK characters, then their ## forms
+    chars = [chr(0x4E00 + i) for i in range(min(n, 20992))]
+    pieces = ["##" + chr(0x4E00 + i) for i in range(n - len(chars))]
     with open(vocab, "w", encoding="utf-8") as f:
-        f.write("\n".join(specials + [f"[unused{i}]" for i in range(config.vocab_size - 5)]))
+        f.write("\n".join(specials + chars + pieces) + "\n")
     model_dir = os.path.join(workdir, "model")
     tfbert.save_pretrained(model, model_dir, vocab_file=vocab,
                            metadata={"task": "classification", "labels": ["neg", "pos"],
@@ -57,36 +60,22 @@ def tfbert_systems(model_dir: str, workdir: str) -> dict:
     from tfbert.export import export_model
 
     export_dir = os.path.join(workdir, "saved_models", "bench", "1")
-    info = export_model(model_dir, export_dir, tflite=("float32", "int8"))
+    info = export_model(model_dir, export_dir, tflite=("float32", "int8"), text_tflite=False)
     serve_ids = tf.saved_model.load(export_dir).signatures["serve_ids"]
     systems = {"tfbert SavedModel serve_ids":
                lambda x: serve_ids(**{k: tf.constant(v) for k, v in x.items()})}
-    for kind, path in info.get("tflite_ids", {}).items():
-        systems[f"tfbert TFLite {kind}"] = _tflite_runner(path)
+    for entry in info.get("tflite", {}).values():
+        if entry.get("inputs") == "ids":
+            systems[f"tfbert TFLite {entry['quantization']}"] = _tflite_runner(entry["path"])
     return systems
 
 
 def _tflite_runner(path: str):
-    import tensorflow as tf
+    """Runs an ids-in TFLite file through its signature runner (any batch size)."""
+    from tfbert.export.tflite import make_interpreter, run_tflite
 
-    interpreter = tf.lite.Interpreter(model_path=path, num_threads=os.cpu_count())
-    state = {"batch": None}
-
-    def run(x: dict):
-        batch = x["input_ids"].shape[0]
-        details = {d["name"]: d for d in interpreter.get_input_details()}
-        if state["batch"] != batch:
-            for d in details.values():
-                interpreter.resize_tensor_input(d["index"], [batch, SEQ])
-            interpreter.allocate_tensors()
-            state["batch"] = batch
-        for d in interpreter.get_input_details():
-            key = next(k for k in x if k in d["name"])
-            interpreter.set_tensor(d["index"], x[key].astype(d["dtype"]))
-        interpreter.invoke()
-        return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
-
-    return run
+    interpreter = make_interpreter(path, text_ops=False)
+    return lambda x: run_tflite(interpreter, x)
 
 
 def keras_hub_system(config):
