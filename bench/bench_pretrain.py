@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
-from common import bert_forward_flops, matmul_peak_flops  # noqa: E402
+from common import bert_forward_flops, matmul_peak_flops, matmul_peak_probe  # noqa: E402
 
 SHAPE = dict(layers=4, hidden=512, heads=8, intermediate=2048, vocab=21128)
 SEQ, BATCH, PREDICTIONS = 128, 16, 20
@@ -111,31 +111,6 @@ def torch_step(batch: dict, shape: dict = SHAPE):
     return step
 
 
-def _peak_probe(n: int = 2048):
-    """A callable that times one chain of 4 n x n float32 matmuls (XLA) and returns FLOP/s; run
-    between the systems' steps so the peak is measured under the same load as they are."""
-    import time
-
-    import tensorflow as tf
-
-    a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
-
-    @tf.function(jit_compile=True)
-    def chain(x):
-        for _ in range(4):
-            x = tf.matmul(x, b) * 0.01
-        return x
-
-    chain(a).numpy()
-
-    def probe() -> float:
-        start = time.perf_counter()
-        chain(a).numpy()
-        return 4 * 2 * n**3 / (time.perf_counter() - start)
-
-    return probe
-
-
 def run(quick: bool = False, peak_flops: float | None = None) -> dict:
     """Times one training step of each system; returns rows and tfbert's ratio to each peer.
 
@@ -163,7 +138,7 @@ def run(quick: bool = False, peak_flops: float | None = None) -> dict:
             continue
         for _ in range(3):  # compile + warm-up
             steps[name]()
-    probe = _peak_probe()
+    probe = matmul_peak_probe()
     peaks = [peak_flops or matmul_peak_flops()]
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(rounds):
