@@ -1,9 +1,12 @@
 """Inference of a bert-base-chinese-shaped classifier (seq 128), batch 1 and batch 32.
 
-tfbert's exported SavedModel (`serve_ids` signature) and its TFLite float32/int8 files against
-keras-hub (BertTextClassifier, XLA), PyTorch (transformers BertForSequenceClassification, eager,
-no_grad) and ONNX Runtime (the same PyTorch weights exported to ONNX, ORT's default session).
-Every system gets the same token ids; latency is the median of timed repetitions after warm-up.
+tfbert's exported SavedModel (`serve_ids` signature; float32, and the `--dtype bfloat16` export)
+and its TFLite float32/int8 files against keras-hub (BertTextClassifier, XLA), PyTorch
+(transformers BertForSequenceClassification, eager, no_grad; float32 and the model cast to
+bfloat16) and ONNX Runtime (the same PyTorch weights exported to ONNX, ORT's default session;
+float32 and `quantize_dynamic` int8). Every system gets the same token ids; latency is the median
+of timed repetitions after warm-up. Rows are compared at the same precision: float32 with
+float32, bfloat16 with bfloat16, int8 with int8.
 
     python bench/bench_inference.py [--quick]
 """
@@ -61,9 +64,13 @@ def tfbert_systems(model_dir: str, workdir: str) -> dict:
 
     export_dir = os.path.join(workdir, "saved_models", "bench", "1")
     info = export_model(model_dir, export_dir, tflite=("float32", "int8"), text_tflite=False)
-    serve_ids = tf.saved_model.load(export_dir).signatures["serve_ids"]
-    systems = {"tfbert SavedModel serve_ids":
-               lambda x: serve_ids(**{k: tf.constant(v) for k, v in x.items()})}
+    bf16_dir = os.path.join(workdir, "saved_models", "bench_bf16", "1")
+    export_model(model_dir, bf16_dir, dtype="bfloat16", check=False)
+    systems = {}
+    for name, path in (("tfbert SavedModel serve_ids", export_dir),
+                       ("tfbert SavedModel serve_ids bfloat16", bf16_dir)):
+        serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
+        systems[name] = lambda x, f=serve_ids: f(**{k: tf.constant(v) for k, v in x.items()})
     for entry in info.get("tflite", {}).values():
         if entry.get("inputs") == "ids":
             systems[f"tfbert TFLite {entry['quantization']}"] = _tflite_runner(entry["path"])
@@ -112,7 +119,15 @@ def torch_systems(model_dir: str, workdir: str, batch_sizes) -> dict:
         with torch.no_grad():
             return model(**to_torch(x)).logits
 
-    systems = {"pytorch (transformers, eager)": run_torch}
+    model_bf16 = transformers.BertForSequenceClassification.from_pretrained(
+        model_dir, num_labels=NUM_CLASSES, torch_dtype=torch.bfloat16).eval()
+
+    def run_torch_bf16(x):
+        with torch.no_grad():
+            return model_bf16(**to_torch(x)).logits
+
+    systems = {"pytorch (transformers, eager)": run_torch,
+               "pytorch (transformers, eager) bfloat16": run_torch_bf16}
     try:
         import onnxruntime as ort
 
@@ -126,14 +141,20 @@ def torch_systems(model_dir: str, workdir: str, batch_sizes) -> dict:
                                         ("input_ids", "attention_mask", "token_type_ids",
                                          "logits")},
                           dynamo=False)
-        session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        def run_ort(x):
-            return session.run(None, {"input_ids": x["input_ids"].astype("int64"),
-                                      "attention_mask": x["input_mask"].astype("int64"),
-                                      "token_type_ids": x["segment_ids"].astype("int64")})
+        int8_path = os.path.join(workdir, "model.int8.onnx")
+        quantize_dynamic(path, int8_path, weight_type=QuantType.QInt8)
+        for name, file in (("onnxruntime (default session)", path),
+                           ("onnxruntime (default session) int8", int8_path)):
+            session = ort.InferenceSession(file, providers=["CPUExecutionProvider"])
 
-        systems["onnxruntime (default session)"] = run_ort
+            def run_ort(x, session=session):
+                return session.run(None, {"input_ids": x["input_ids"].astype("int64"),
+                                          "attention_mask": x["input_mask"].astype("int64"),
+                                          "token_type_ids": x["segment_ids"].astype("int64")})
+
+            systems[name] = run_ort
     except Exception as e:  # reported in the table as a missing peer, not faked
         systems["onnxruntime (default session)"] = e
     return systems
@@ -166,14 +187,20 @@ def run(quick: bool = False) -> dict:
                 t = timeit(lambda fn=fn, x=x: fn(x), warmup=2, reps=reps[batch])
                 rows.append({"benchmark": "inference", "system": f"{name} b={batch}",
                              "batch": batch, "latency_ms": 1e3 * t["median_s"]})
+    # Peer latency / tfbert latency at the same precision (> 1: tfbert is faster).
+    ours_at = {"float32": "tfbert SavedModel serve_ids", "bfloat16":
+               "tfbert SavedModel serve_ids bfloat16", "int8": "tfbert TFLite int8"}
     ratios = {}
     for batch in batch_sizes:
-        by = {r["system"]: r["latency_ms"] for r in rows if r.get("batch") == batch
-              and "latency_ms" in r}
-        ours = by.get(f"tfbert SavedModel serve_ids b={batch}")
+        by = {r["system"].rsplit(" b=", 1)[0]: r["latency_ms"] for r in rows
+              if r.get("batch") == batch and "latency_ms" in r}
         for name, ms in by.items():
-            if ours and not name.startswith("tfbert"):
-                ratios[f"b={batch} {name.rsplit(' b=', 1)[0]}/tfbert latency"] = ms / ours
+            if name.startswith("tfbert"):
+                continue
+            precision = next((p for p in ("bfloat16", "int8") if name.endswith(p)), "float32")
+            ours = by.get(ours_at[precision])
+            if ours:
+                ratios[f"b={batch} {name}/{ours_at[precision]} latency"] = ms / ours
     return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES}, "rows": rows,
             "ratios": ratios}
 

@@ -7,7 +7,12 @@ jit_compile=True; PyTorch: eager CPU with torch.optim.AdamW). keras-hub without 
 too, so the effect of the XLA setting is visible (see bench/NOTES.md). Reports sequences/s,
 model FLOP/s and MFU against the machine's measured float32 matmul peak.
 
-    python bench/bench_pretrain.py [--quick]
+`--bfloat16` adds the same three systems in bfloat16 mixed precision, as their users turn it on
+(tfbert and keras-hub: the `mixed_bfloat16` Keras policy; PyTorch: `torch.autocast("cpu",
+torch.bfloat16)`), for CPUs with AMX/AVX512-BF16; their MFU is against the measured bfloat16
+matmul peak, and they are compared with each other only.
+
+    python bench/bench_pretrain.py [--quick] [--bfloat16]
 """
 
 from __future__ import annotations
@@ -45,8 +50,26 @@ def synthetic_batch(seed: int = 0, seq: int = SEQ, batch: int = BATCH,
     }
 
 
+def _policy(name: str):
+    """A context that sets the global Keras dtype policy while a model is built."""
+    import contextlib
+
+    import keras
+
+    @contextlib.contextmanager
+    def scope():
+        before = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(name)
+        try:
+            yield
+        finally:
+            keras.config.set_dtype_policy(before)
+
+    return scope()
+
+
 def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool | str = "auto",
-                dropout: float = 0.1):
+                dropout: float = 0.1, policy: str = "float32"):
     import keras
 
     from tfbert import BertConfig, BertEncoder, BertPretrainer
@@ -55,20 +78,23 @@ def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool | str = "aut
                         num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
                         intermediate_size=shape["intermediate"], hidden_act="gelu_tanh",
                         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    model = BertPretrainer(BertEncoder(config))
+    with _policy(policy):
+        model = BertPretrainer(BertEncoder(config))
     model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile)
     return lambda: model.train_on_batch(batch)
 
 
-def keras_hub_step(batch: dict, shape: dict = SHAPE, jit_compile: bool = True):
+def keras_hub_step(batch: dict, shape: dict = SHAPE, jit_compile: bool = True,
+                   policy: str = "float32"):
     import keras
     import keras_hub
 
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=shape["vocab"], num_layers=shape["layers"], num_heads=shape["heads"],
-        hidden_dim=shape["hidden"], intermediate_dim=shape["intermediate"],
-        max_sequence_length=512)
-    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    with _policy(policy):
+        backbone = keras_hub.models.BertBackbone(
+            vocabulary_size=shape["vocab"], num_layers=shape["layers"], num_heads=shape["heads"],
+            hidden_dim=shape["hidden"], intermediate_dim=shape["intermediate"],
+            max_sequence_length=512)
+        model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     model.compile(optimizer=keras.optimizers.AdamW(1e-4),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   weighted_metrics=["sparse_categorical_accuracy"], jit_compile=jit_compile)
@@ -79,7 +105,9 @@ def keras_hub_step(batch: dict, shape: dict = SHAPE, jit_compile: bool = True):
                                         sample_weight=batch["masked_lm_weights"])
 
 
-def torch_step(batch: dict, shape: dict = SHAPE):
+def torch_step(batch: dict, shape: dict = SHAPE, bfloat16: bool = False):
+    import contextlib
+
     import torch
     import transformers
 
@@ -103,7 +131,9 @@ def torch_step(batch: dict, shape: dict = SHAPE):
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        loss = model(**inputs).loss
+        with (torch.autocast("cpu", dtype=torch.bfloat16) if bfloat16
+              else contextlib.nullcontext()):
+            loss = model(**inputs).loss
         loss.backward()
         optimizer.step()
         return float(loss)
@@ -111,7 +141,10 @@ def torch_step(batch: dict, shape: dict = SHAPE):
     return step
 
 
-def run(quick: bool = False, peak_flops: float | None = None) -> dict:
+BF16 = " bfloat16"  # suffix of the mixed-precision systems
+
+
+def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = False) -> dict:
     """Times one training step of each system; returns rows and tfbert's ratio to each peer.
 
     The systems' steps are interleaved (round r times `inner` steps of every system in turn,
@@ -129,6 +162,13 @@ def run(quick: bool = False, peak_flops: float | None = None) -> dict:
     systems = {"tfbert": tfbert_step, "keras-hub": keras_hub_step,
                "keras-hub (no XLA)": lambda b: keras_hub_step(b, jit_compile=False),
                "pytorch": torch_step}
+    if bfloat16:
+        systems.update({
+            "tfbert" + BF16: lambda b: tfbert_step(b, policy="mixed_bfloat16"),
+            "keras-hub" + BF16: lambda b: keras_hub_step(b, policy="mixed_bfloat16"),
+            "keras-hub (no XLA)" + BF16: lambda b: keras_hub_step(b, jit_compile=False,
+                                                                  policy="mixed_bfloat16"),
+            "pytorch" + BF16: lambda b: torch_step(b, bfloat16=True)})
     rows, steps = [], {}
     for name, make in systems.items():
         try:
@@ -140,30 +180,44 @@ def run(quick: bool = False, peak_flops: float | None = None) -> dict:
             steps[name]()
     probe = matmul_peak_probe()
     peaks = [peak_flops or matmul_peak_flops()]
+    probes_bf16 = [matmul_peak_probe(dtype="bfloat16", jit_compile=jit)
+                   for jit in (True, False)] if bfloat16 else []
+    peaks_bf16 = []
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(rounds):
         peaks.append(probe())
+        peaks_bf16.extend(p() for p in probes_bf16)
         for name, step in steps.items():
             start = time.perf_counter()
             for _ in range(inner):
                 step()
             times[name].append((time.perf_counter() - start) / inner)
-    peak = max(peaks)
+    peak, peak_bf16 = max(peaks), max(peaks_bf16, default=None)
     for name, t in times.items():
         seq_s = BATCH / statistics.median(t)
         rows.append({"benchmark": "pretrain_step", "system": name,
                      "step_ms": 1e3 * statistics.median(t), "sequences_per_s": seq_s,
                      "model_tflops": seq_s * flops_per_seq / 1e12,
-                     "mfu": seq_s * flops_per_seq / peak})
+                     "mfu": seq_s * flops_per_seq / (peak_bf16 if name.endswith(BF16)
+                                                     else peak)})
     by = {r["system"]: r for r in rows if "sequences_per_s" in r}
-    ratios = {f"tfbert/{k}": by["tfbert"]["sequences_per_s"] / v["sequences_per_s"]
-              for k, v in by.items() if k != "tfbert" and "tfbert" in by}
-    return {"config": {**SHAPE, "seq": SEQ, "batch": BATCH, "predictions": PREDICTIONS,
-                       "dtype": "float32"},
-            "matmul_peak_gflops": peak / 1e9, "rows": rows, "ratios": ratios}
+    ratios = {}
+    for ours in ("tfbert", "tfbert" + BF16):  # each precision against its own peers
+        for k, v in by.items():
+            if ours in by and k != ours and k.endswith(BF16) == ours.endswith(BF16):
+                ratios[f"{ours}/{k}"] = by[ours]["sequences_per_s"] / v["sequences_per_s"]
+    result = {"config": {**SHAPE, "seq": SEQ, "batch": BATCH, "predictions": PREDICTIONS,
+                         "dtype": "float32" + (" and mixed bfloat16" if bfloat16 else "")},
+              "matmul_peak_gflops": peak / 1e9, "rows": rows, "ratios": ratios}
+    if peak_bf16:
+        result["matmul_peak_gflops_bfloat16"] = peak_bf16 / 1e9
+    return result
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    print(json.dumps(run(parser.parse_args().quick), indent=2))
+    parser.add_argument("--bfloat16", action="store_true",
+                        help="add the mixed-bfloat16 systems (CPUs with AMX/AVX512-BF16)")
+    args = parser.parse_args()
+    print(json.dumps(run(args.quick, bfloat16=args.bfloat16), indent=2))

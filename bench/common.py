@@ -31,16 +31,18 @@ def timeit(fn: Callable[[], object], warmup: int = 2, reps: int = 5, inner: int 
     return {"median_s": statistics.median(times), "min_s": min(times), "all_s": times}
 
 
-def matmul_peak_probe(n: int = 2048, dtype: str = "float32") -> Callable[[], float]:
+def matmul_peak_probe(n: int = 2048, dtype: str = "float32",
+                      jit_compile: bool = True) -> Callable[[], float]:
     """A compiled chain of 4 n x n matmuls; the returned callable times one run and returns
     its FLOP/s. Benchmarks call it between their systems' steps, so the peak is measured under
-    the same load as they are."""
+    the same load as they are. (bfloat16: XLA's CPU dot does not use AMX, oneDNN's does, so
+    probe both ways and take the faster.)"""
     import tensorflow as tf
 
     a = tf.random.normal((n, n), dtype=dtype)
     b = tf.random.normal((n, n), dtype=dtype)
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=jit_compile)
     def chain(x):
         for _ in range(4):
             x = tf.matmul(x, b) * 0.01

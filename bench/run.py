@@ -1,6 +1,6 @@
 """Runs every tfbert benchmark side by side with its peers, prints a table, writes JSON + a plot.
 
-    python bench/run.py [--quick] [--only pretrain,inference,tokenizer,pipeline,scaling]
+    python bench/run.py [--quick] [--only pretrain,inference,tokenizer,pipeline,scaling] [--bfloat16]
 
 Writes bench/results/<machine>-<date>.json and .png. Each figure is the median of several timed
 repetitions after warm-up; every peer is measured in this same run on this same machine.
@@ -85,6 +85,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sweeps")
     parser.add_argument("--only", default=",".join(BENCHMARKS))
     parser.add_argument("--out_dir", default=os.path.join(HERE, "results"))
+    parser.add_argument("--bfloat16", action="store_true",
+                        help="pretrain: add the mixed-bfloat16 systems (AMX/AVX512-BF16 CPUs)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -97,6 +99,8 @@ def main() -> None:
         try:
             module = importlib.import_module(BENCHMARKS[name])
             kwargs = {"peak_flops": peak} if name in NEEDS_PEAK else {}
+            if name == "pretrain" and args.bfloat16:
+                kwargs["bfloat16"] = True
             results["benchmarks"][name] = module.run(args.quick, **kwargs)
         except Exception as e:  # one failed benchmark must not hide the others' figures
             traceback.print_exc()

@@ -152,6 +152,39 @@ def test_classification_parity(export_root, chinese_vocab_file):
         np.testing.assert_array_equal(by_ids[name].numpy(), got[name].numpy())
 
 
+def test_bfloat16_export_close_to_float32(export_root, chinese_vocab_file):
+    """--dtype bfloat16: matmul kernels stored in bfloat16 (embeddings, LayerNorm, head float32),
+    float32 outputs within bfloat16 rounding of the float32 export, same labels."""
+    from tfbert.export.__main__ import main
+
+    model_dir, export_dir, _ = exported("classification", export_root, chinese_vocab_file)
+    bf16_dir = os.path.join(export_root, "saved_models", "classification_bf16", "1")
+    assert main([f"--model_dir={model_dir}", f"--export_dir={bf16_dir}",
+                 "--dtype=bfloat16"]) == 0
+    loaded = tf.saved_model.load(bf16_dir)
+    dtypes = {v.name: v.dtype.name for v in loaded._model_variables}
+    assert {d for n, d in dtypes.items() if "LayerNorm" in n} == {"float32"}
+    assert {d for n, d in dtypes.items() if "intermediate" in n} == {"bfloat16"}
+    with open(os.path.join(bf16_dir, "assets.extra", "tfbert_export.json"),
+              encoding="utf-8") as f:
+        assert json.load(f)["dtype"] == "bfloat16"
+    texts = tf.constant(chinese_texts())
+    want = _load(export_dir)[0](text=texts)
+    got = loaded.signatures["serving_default"](text=texts)
+    assert got["logits"].dtype == tf.float32
+    scale = np.abs(want["logits"].numpy()).max()
+    np.testing.assert_allclose(got["logits"].numpy(), want["logits"].numpy(),
+                               atol=0.05 * scale)
+    assert not np.array_equal(got["logits"].numpy(), want["logits"].numpy())
+    margin = np.abs(np.diff(want["logits"].numpy(), axis=-1))[:, 0]
+    clear = margin > 0.1 * scale  # rows whose float32 decision is not a near tie
+    assert clear.sum() >= 3
+    np.testing.assert_array_equal(got["label_ids"].numpy()[clear],
+                                  want["label_ids"].numpy()[clear])
+    with pytest.raises(ValueError, match="dtype 'float16' is not one of"):
+        export_model(model_dir, bf16_dir, dtype="float16")
+
+
 def test_ner_parity_with_training_decode(export_root, chinese_vocab_file):
     model_dir, export_dir, _ = exported("ner", export_root, chinese_vocab_file)
     examples = [e for e in ner_data.people_daily_ner("test")[:40] if e.tags.count("O") < len(

@@ -174,16 +174,17 @@ def save_pretrained(model: Any, directory: str, vocab_file: str | None = None,
         native.write_native(checkpoint, directory, model_info, metadata)
 
 
-def load_model(path: str) -> Any:
+def load_model(path: str, dtype: Any = None) -> Any:
     """Rebuilds the exact model `save_pretrained` wrote: its class, head arguments and weights.
 
     Every variable of the model must be in the file and every weight in the file must be used.
+    `dtype`: a Keras dtype policy to build the model with instead of the saved one (None).
     """
     from tfbert.checkpoints import keras_model
 
     checkpoint = native.read_native(path)
     checkpoint.check(strict=True)
-    return keras_model.rebuild(checkpoint)
+    return keras_model.rebuild(checkpoint, dtype=dtype)
 
 
 def read_metadata(path: str) -> dict[str, Any]:

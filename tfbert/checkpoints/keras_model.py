@@ -202,8 +202,11 @@ def build_and_load(cls: type, checkpoint: Checkpoint, strict: bool = True,
     return model
 
 
-def rebuild(checkpoint: Checkpoint) -> Any:
-    """The exact model a tfbert directory was saved from (class, head config, all weights)."""
+def rebuild(checkpoint: Checkpoint, dtype: Any = None) -> Any:
+    """The exact model a tfbert directory was saved from (class, head config, all weights).
+
+    `dtype`: a Keras dtype policy to build it with instead of the saved one (e.g. "bfloat16"
+    for a half-precision serving export); the weights are cast on assignment."""
     import tfbert
     from tfbert.models.encoder import BertEncoder
 
@@ -216,8 +219,10 @@ def rebuild(checkpoint: Checkpoint) -> Any:
         if cls is None:
             raise CheckpointError(f"{checkpoint.source}: model_class {class_name!r} is neither "
                                   f"one of {TASK_CLASSES} nor a registered Keras class")
-    encoder = BertEncoder.from_config(
-        {**metadata.get("encoder_config", {}), "config": checkpoint.config.to_dict()})
+    encoder_config = {**metadata.get("encoder_config", {}), "config": checkpoint.config.to_dict()}
+    if dtype is not None:
+        encoder_config["dtype"] = dtype
+    encoder = BertEncoder.from_config(encoder_config)
     if issubclass(cls, BertEncoder):
         model = encoder
     else:

@@ -25,8 +25,12 @@ _TASK_OF_CLASS = {"BertClassifier": "classification", "BertTokenClassifier": "ne
                   "BertSpanLabeler": "qa", "BertEncoder": "encoder", "BertPretrainer": "encoder"}
 
 
+DTYPES = ("float32", "bfloat16")
+
+
 def load_for_export(model_dir: str, max_seq_length: int | None = None,
-                    pair: bool | None = None) -> tuple[Any, str, Any, dict[str, Any]]:
+                    pair: bool | None = None,
+                    dtype: str = "float32") -> tuple[Any, str, Any, dict[str, Any]]:
     """Loads a model directory and works out what its export looks like.
 
     Args:
@@ -37,6 +41,9 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
             saved without one; default then 128).
         pair: bool or None. Classification: sentence-pair model (`text_b` input). None reads
             metadata "pair" (default False).
+        dtype: str. "float32", or "bfloat16": matmul weights and activations in bfloat16
+            (embeddings, LayerNorm, softmax and the logits stay float32), for CPUs with AMX /
+            AVX512-BF16 and for GPUs; tfbert format only.
 
     Returns:
         (keras model, vocab file, ExportSpec, metadata dict).
@@ -48,10 +55,15 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     if not os.path.isfile(vocab_file):
         raise FileNotFoundError(f"{model_dir}: no vocab.txt; the export puts the tokenizer in "
                                 "the graph and needs the model's vocab")
+    if dtype not in DTYPES:
+        raise ValueError(f"export dtype {dtype!r} is not one of {DTYPES}")
     fmt = checkpoints.detect_format(model_dir)
     if fmt == "tfbert":
         metadata = checkpoints.read_metadata(model_dir)
-        model = checkpoints.load_model(model_dir)
+        model = checkpoints.load_model(model_dir, dtype=None if dtype == "float32" else dtype)
+    elif dtype != "float32":
+        raise ValueError(f"{model_dir}: a {dtype} export needs a model directory in tfbert's "
+                         f"format (this one is {fmt}); save it with tfbert.save_pretrained first")
     else:
         metadata = {}
         model = checkpoints.from_pretrained(model_dir)
@@ -94,7 +106,7 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
 def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
                  tflite_dir: str | None = None, text_tflite: bool = True,
                  max_seq_length: int | None = None, pair: bool | None = None,
-                 check: bool = True) -> dict[str, Any]:
+                 check: bool = True, dtype: str = "float32") -> dict[str, Any]:
     """Exports a model directory as a TF Serving SavedModel (and optionally TFLite files).
 
     Args:
@@ -107,6 +119,9 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
         max_seq_length: int or None. Overrides the saved max_seq_length.
         pair: bool or None. Classification on sentence pairs; None reads the metadata.
         check: bool. Run the TF Serving op check on the written SavedModel.
+        dtype: str. The SavedModel's precision, "float32" or "bfloat16" (see
+            `load_for_export`). TFLite files are always converted from the float32 model
+            (their own quantizations apply).
 
     Returns:
         {"export_dir", "task", "max_seq_length", "signatures": {name: {"inputs", "outputs"}},
@@ -119,11 +134,12 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     """
     from tfbert.export.saved_model import export_saved_model, signature_summary
 
-    model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair)
+    model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair, dtype)
     module = export_saved_model(model, export_dir, vocab_file, spec,
-                                metadata={"source": os.path.abspath(model_dir)})
+                                metadata={"source": os.path.abspath(model_dir), "dtype": dtype})
     result: dict[str, Any] = {
         "export_dir": export_dir, "task": spec.task, "max_seq_length": spec.seq_length,
+        "dtype": dtype,
         "signatures": signature_summary({
             "serving_default": module.serve_text.get_concrete_function(),
             "serve_ids": module.serve_ids.get_concrete_function()})}
@@ -139,6 +155,8 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     if tflite:
         from tfbert.export.tflite import export_tflite
 
+        if dtype != "float32":
+            model = load_for_export(model_dir, max_seq_length, pair)[0]
         if tflite_dir is None:
             tflite_dir = os.path.join(os.path.dirname(os.path.normpath(export_dir)), "tflite")
         result["tflite"] = export_tflite(model, spec, vocab_file, tflite_dir, tuple(tflite),

@@ -3,8 +3,9 @@
 Under `mixed_bfloat16` / `mixed_float16` the matmuls run in the half type, while the residual
 stream, LayerNorm, the attention softmax and the loss-facing logits stay in float32 (the
 recipe of tensorflow/models' BERT). Layers ask `float32_policy(policy)` for the dtype of those
-parts: float32 when the variables are float32, else the policy unchanged (a pure bfloat16 model
-stays bfloat16 throughout).
+parts. A pure half policy (`bfloat16`: half-precision variables, which is what a bfloat16
+serving export uses to halve the weights' memory traffic) keeps those parts float32 as well:
+only the matmul kernels and activations are half precision.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ def resolve_policy(dtype: Any = None) -> keras.DTypePolicy:
 
 
 def float32_policy(dtype: Any = None) -> Any:
-    """"float32" when `dtype`'s variables are float32 (mixed precision), else `dtype` itself.
+    """"float32" for float32, mixed and half-precision policies; other policies (float64)
+    unchanged.
 
     Args:
         dtype: str, DTypePolicy or None. The policy of the surrounding layer (None: global).
     """
     policy = resolve_policy(dtype)
-    return "float32" if policy.variable_dtype == "float32" else policy
+    if policy.variable_dtype == "float32" or policy.compute_dtype in ("bfloat16", "float16"):
+        return "float32"
+    return policy

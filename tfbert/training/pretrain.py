@@ -119,13 +119,13 @@ class PretrainConfig:
     whole_word_mask: bool = False
     train_batch_size: int = 32
     eval_batch_size: int = 32
-    num_train_steps: int = 500
-    num_warmup_steps: int = 50
+    num_train_steps: int = 2000
+    num_warmup_steps: int = 200
     learning_rate: float = 1e-3
     optimizer: str = "adamw"
     weight_decay: float = 0.01
     gradient_accumulation_steps: int = 1
-    save_checkpoints_steps: int = 100
+    save_checkpoints_steps: int = 250
     keep_checkpoint_max: int = 5
     iterations_per_loop: int | None = None
     max_eval_steps: int = 20
@@ -221,7 +221,7 @@ def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size
     Returns:
         DefaultData with the vocab and the training and eval record files.
     """
-    key_fields = dict(version=1, max_seq_length=max_seq_length, vocab_size=vocab_size,
+    key_fields = dict(version=2, max_seq_length=max_seq_length, vocab_size=vocab_size,
                       lower_case=lower_case, whole_word_mask=whole_word_mask,
                       dupe_factor=dupe_factor, eval_fraction=eval_fraction,
                       num_shards=num_shards, seed=seed)
@@ -242,29 +242,20 @@ def write_pretraining_records(documents: list[list[str]], vocab_file: str, outpu
                               max_seq_length: int = 128, dupe_factor: int = 1,
                               num_shards: int = 1, seed: int = 12345, lower_case: bool = True,
                               whole_word_mask: bool = False,
-                              progress: str | None = None) -> tuple[list[str], Any]:
+                              progress: bool = False) -> tuple[list[str], Any]:
     """Writes sentence-pair TFRecords (what data_tools/create_pretraining_data.py writes) for
     in-memory documents of sentences; returns (file paths, tfbert.data.instances.Stats).
 
-    `progress`: a label for a progress bar over the documents of all passes (None: no bar)."""
-    from tqdm import tqdm
+    The documents are shuffled whole with `seed` first (as the reference does), so a corpus
+    in source order still gives 50% NotNext pairs."""
+    from tfbert.data import instances
 
-    from tfbert.data import instances, records
-
-    spans = instances.bert_word_spans(vocab_file, lower_case=lower_case)
     options = instances.InstanceOptions(max_seq_length=max_seq_length, dupe_factor=dupe_factor)
-    read = lambda: instances.tokenize_documents(iter(documents), spans,
-                                                whole_word_mask=whole_word_mask)
-    stats = instances.Stats()
-    bar = tqdm(total=len(documents) * dupe_factor, desc=progress, unit=" docs",
-               disable=progress is None)
-    with bar, records.ShardedWriter(output_file, num_shards) as writer:
-        for inst in instances.create_instances_multi_pass(
-                read, options, seed=seed, stats=stats, on_document=lambda _: bar.update()):
-            writer.write(records.make_example(inst.text_a, inst.text_b,
-                                              inst.next_sentence_label,
-                                              inst.word_starts_a, inst.word_starts_b))
-    return writer.paths, stats
+    stats, paths = instances.create_pretraining_data(
+        output_file, vocab_file, options=options, seed=seed, num_shards=num_shards,
+        whole_word_mask=whole_word_mask, lower_case=lower_case, progress=progress,
+        documents=documents)
+    return paths, stats
 
 
 def _build_default_data(directory: str, params: dict[str, Any]) -> None:
@@ -300,7 +291,7 @@ def _build_default_data(directory: str, params: dict[str, Any]) -> None:
             max_seq_length=params["max_seq_length"], dupe_factor=dupe_factor,
             num_shards=shards, seed=params["seed"] + (name == "eval"),
             lower_case=params["lower_case"], whole_word_mask=params["whole_word_mask"],
-            progress=f"{name} records")
+            progress=True)
         if stats.instances == 0:
             raise ValueError(f"the built-in corpus gave no {name} instances ({stats.summary()})")
         manifest[name] = [os.path.basename(p) for p in paths]
