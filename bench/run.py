@@ -1,6 +1,7 @@
 """Runs every tfbert benchmark side by side with its peers, prints a table, writes JSON + a plot.
 
-    python bench/run.py [--quick] [--only pretrain,inference,tokenizer,pipeline,scaling] [--bfloat16]
+    python bench/run.py [--quick] [--bfloat16]
+                        [--only pretrain,inference,tokenizer,pipeline,scaling]
 
 Writes bench/results/<machine>-<date>.json and .png. Each figure is the median of several timed
 repetitions after warm-up; every peer is measured in this same run on this same machine.

@@ -308,17 +308,21 @@ def test_bad_input_fails_before_training(tiny_data, tmp_path, monkeypatch):
 def test_default_data_is_built_once_and_cached(tmp_path, monkeypatch):
     from tfbert.data import corpora
 
+    # Source order as the built-in corpus has it: multi-sentence articles, then one-sentence
+    # reviews (always NotNext in the reference); the NotNext share must still be about 50%.
     docs = [d for d in corpora.people_daily_documents() if len(d) >= 2][:150]
+    docs += [[text] for text, _ in corpora.reviews()[:150]]
     calls = []
     monkeypatch.setattr(corpora, "chinese_documents", lambda: calls.append(1) or docs)
-    first = pretrain.default_data(str(tmp_path), max_seq_length=32, vocab_size=1500,
+    first = pretrain.default_data(str(tmp_path), max_seq_length=128, vocab_size=1500,
                                   dupe_factor=1, eval_fraction=0.1, num_shards=2)
-    second = pretrain.default_data(str(tmp_path), max_seq_length=32, vocab_size=1500,
+    second = pretrain.default_data(str(tmp_path), max_seq_length=128, vocab_size=1500,
                                    dupe_factor=1, eval_fraction=0.1, num_shards=2)
     assert first == second and len(calls) == 1
     assert len(first.train_files.split(",")) == 2
     manifest = json.loads(open(os.path.join(first.directory, "manifest.json")).read())
     assert manifest["train_instances"] > 0 and manifest["eval_instances"] > 0
+    assert abs(manifest["train_not_next_share"] - 0.5) < 0.05, manifest
     assert os.listdir(os.path.join(str(tmp_path), "pretrain_data")) == [
         os.path.basename(first.directory)]  # no temporary directory left behind
     vocab = open(first.vocab_file, encoding="utf-8").read().split("\n")

@@ -296,6 +296,7 @@ def _build_default_data(directory: str, params: dict[str, Any]) -> None:
             raise ValueError(f"the built-in corpus gave no {name} instances ({stats.summary()})")
         manifest[name] = [os.path.basename(p) for p in paths]
         manifest[f"{name}_instances"] = stats.instances
+        manifest[f"{name}_not_next_share"] = round(stats.not_next / stats.instances, 4)
         logger.info("%s: %s", name, stats.summary())
     cb.write_json(os.path.join(tmp, "manifest.json"), manifest)
     try:
