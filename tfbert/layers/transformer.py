@@ -19,12 +19,47 @@ from tfbert.layers.precision import float32_policy
 class BertSelfAttention(keras.layers.MultiHeadAttention):
     """keras.layers.MultiHeadAttention whose softmax runs in float32 under mixed precision.
 
-    The Q/K/V/output EinsumDense projections and the [B, 1, T] or [B, T, T] boolean mask are the
-    Keras layer unchanged; see its docstring for the arguments. When the probabilities are not
-    returned, the mask enters as an additive [B, 1, 1, T] bias (0 or -1e9) instead of the stock
-    `where` before and after the softmax over the full [B, N, T, T] scores: the same
-    probabilities, two fewer [B, N, T, T] passes forward and four backward (bench/NOTES.md).
+    The Q/K/V/output EinsumDense sublayers (their variables, names and shapes) and the
+    [B, 1, T] or [B, T, T] boolean mask are the Keras layer's; see its docstring for the
+    arguments. Two things are computed differently, with the same results (bench/NOTES.md):
+
+    - When the probabilities are not returned, the mask enters as an additive [B, 1, 1, T] bias
+      (0 or -1e9) instead of the stock `where` before and after the softmax over the full
+      [B, N, T, T] scores: two fewer [B, N, T, T] passes forward and four backward.
+    - The projections run as one 2-D matmul each, [B*T, H] x [H, N*D] (the kernels reshaped),
+      instead of EinsumDense's "abc,cde->abde", which TensorFlow lowers to a broadcasting
+      BatchMatMulV2 that oneDNN runs well below its plain MatMul speed.
     """
+
+    def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+             attention_mask=None, return_attention_scores=False, training=None,
+             use_causal_mask=False):
+        denses = (self._query_dense, self._key_dense, self._value_dense, self._output_dense)
+        if (return_attention_scores or use_causal_mask or self._use_gate
+                or any(m is not None for m in (query_mask, value_mask, key_mask))
+                or any(getattr(d, "lora_enabled", False) or getattr(d, "quantization_mode", None)
+                       for d in denses)):
+            return super().call(
+                query, value, key=key, query_mask=query_mask, value_mask=value_mask,
+                key_mask=key_mask, attention_mask=attention_mask,
+                return_attention_scores=return_attention_scores, training=training,
+                use_causal_mask=use_causal_mask)
+        key = value if key is None else key
+        attention_mask = self._compute_attention_mask(query, value,
+                                                      attention_mask=attention_mask)
+        query = _project_heads(self._query_dense, query)  # [B, T, N, D]
+        key = _project_heads(self._key_dense, key)  # [B, S, N, D]
+        value = _project_heads(self._value_dense, value)  # [B, S, N, D]
+        context, _ = self._compute_attention(query, key, value, attention_mask, training)
+        dense = self._output_dense  # kernel [N, D, H]
+        heads, head_size, width = dense.kernel.shape
+        batch_shape = ops.shape(context)[:-2]
+        out = ops.matmul(ops.reshape(context, (-1, heads * head_size)),
+                         ops.cast(ops.reshape(dense.kernel, (heads * head_size, width)),
+                                  context.dtype))  # [B*T, H]
+        if dense.bias is not None:
+            out = out + ops.cast(dense.bias, out.dtype)
+        return ops.reshape(out, (*batch_shape, width))  # [B, T, H]
 
     def _compute_attention(self, query, key, value, attention_mask=None, training=None,
                            return_attention_scores=False, use_causal_mask=False):
@@ -55,6 +90,17 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
         # the small weights, so compute them in float32 (as the fused path already does).
         self._softmax = keras.layers.Softmax(
             axis=self._softmax.axis, dtype=float32_policy(self.dtype_policy))
+
+
+def _project_heads(dense: keras.layers.EinsumDense, x):
+    """EinsumDense "abc,cde->abde" ([B, T, H] x [H, N, D] + [N, D]) as one 2-D matmul."""
+    width, heads, head_size = dense.kernel.shape
+    batch_shape = ops.shape(x)[:-1]
+    y = ops.matmul(ops.reshape(x, (-1, width)),
+                   ops.cast(ops.reshape(dense.kernel, (width, heads * head_size)), x.dtype))
+    if dense.bias is not None:
+        y = y + ops.cast(ops.reshape(dense.bias, (heads * head_size,)), y.dtype)
+    return ops.reshape(y, (*batch_shape, heads, head_size))  # [B, T, N, D]
 
 
 @keras.saving.register_keras_serializable(package="tfbert")
