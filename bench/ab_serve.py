@@ -44,7 +44,7 @@ def main() -> None:
     x = {k: tf.constant(v) for k, v in make_inputs(args.batch).items()}
     calls = {name: (lambda fn=fn: fn(x).numpy()) for name, fn in fns.items()}
     if args.onnx:
-        ort = torch_systems(model_dir, workdir, (args.batch,))["onnxruntime (default session)"]
+        ort = torch_systems(model_dir, workdir, "onnxruntime")["onnxruntime (default session)"]
         if isinstance(ort, Exception):
             raise ort
         x_np = make_inputs(args.batch)

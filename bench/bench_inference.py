@@ -6,7 +6,10 @@ and its TFLite float32/int8 files against keras-hub (BertTextClassifier, XLA), P
 bfloat16) and ONNX Runtime (the same PyTorch weights exported to ONNX, ORT's default session;
 float32 and `quantize_dynamic` int8). Every system gets the same token ids; latency is the median
 of timed repetitions after warm-up. Rows are compared at the same precision: float32 with
-float32, bfloat16 with bfloat16, int8 with int8.
+float32, bfloat16 with bfloat16, int8 with int8. Each family (tfbert, keras-hub, PyTorch, ONNX
+Runtime) is timed in its own process, as its users run it: in one process the libraries'
+thread pools (TensorFlow's, OpenMP's, ORT's spinning workers) compete for the two cores and
+slowed TensorFlow's batch-1 latency about 2x in an earlier version of this benchmark.
 
     python bench/bench_inference.py [--quick]
 """
@@ -103,7 +106,9 @@ def keras_hub_system(config):
     return run
 
 
-def torch_systems(model_dir: str, workdir: str, batch_sizes) -> dict:
+def torch_systems(model_dir: str, workdir: str, which: str = "pytorch") -> dict:
+    """which: "pytorch" (transformers eager, float32 and bfloat16) or "onnxruntime" (the same
+    weights exported to ONNX; float32 and dynamic int8)."""
     import torch
     import transformers
 
@@ -124,12 +129,21 @@ def torch_systems(model_dir: str, workdir: str, batch_sizes) -> dict:
             return model_bf16(**to_torch(x)).logits
 
     systems = {"pytorch (transformers, eager)": run_torch}
+    if which == "onnxruntime":
+        return _ort_systems(model, to_torch, workdir)
     try:
         model_bf16 = transformers.BertForSequenceClassification.from_pretrained(
             model_dir, num_labels=NUM_CLASSES).to(torch.bfloat16).eval()
         systems["pytorch (transformers, eager) bfloat16"] = run_torch_bf16
     except Exception as e:  # reported as its own row
         systems["pytorch (transformers, eager) bfloat16"] = e
+    return systems
+
+
+def _ort_systems(model, to_torch, workdir: str) -> dict:
+    import torch
+
+    systems: dict = {}
     try:
         import onnxruntime as ort
 
@@ -167,33 +181,60 @@ def torch_systems(model_dir: str, workdir: str, batch_sizes) -> dict:
     return systems
 
 
-def run(quick: bool = False) -> dict:
+FAMILIES = ("tfbert", "keras-hub", "pytorch", "onnxruntime")
+
+
+def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[dict]:
+    """Builds one family's systems and times each at batch 1 and 32 (in this process)."""
     import tfbert
 
-    config = tfbert.BertConfig.from_preset(PRESET)
     batch_sizes = (1, 32)
     reps = {1: 5 if quick else 10, 32: 2 if quick else 4}
+    try:
+        if family == "tfbert":
+            systems = tfbert_systems(model_dir, workdir)
+        elif family == "keras-hub":
+            config = tfbert.BertConfig.from_json_file(os.path.join(model_dir, "config.json"))
+            systems = {"keras-hub (XLA)": keras_hub_system(config)}
+        else:
+            systems = torch_systems(model_dir, workdir, family)
+    except Exception as e:  # reported in the table as a missing peer, not faked
+        systems = {family: e}
+    rows = []
+    for name, fn in systems.items():
+        for batch in batch_sizes:
+            if isinstance(fn, Exception):
+                rows.append({"benchmark": "inference", "system": name, "batch": batch,
+                             "error": f"{type(fn).__name__}: {fn}"})
+                continue
+            x = make_inputs(batch)
+            t = timeit(lambda fn=fn, x=x: fn(x), warmup=2, reps=reps[batch])
+            rows.append({"benchmark": "inference", "system": f"{name} b={batch}",
+                         "batch": batch, "latency_ms": 1e3 * t["median_s"]})
+    return rows
+
+
+def run(quick: bool = False) -> dict:
+    import subprocess
+
+    import tfbert
+
+    batch_sizes = (1, 32)
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
-        model_dir = build_tfbert(workdir, config)
-        systems = {}
-        for make in (lambda: tfbert_systems(model_dir, workdir),
-                     lambda: {"keras-hub (XLA)": keras_hub_system(config)},
-                     lambda: torch_systems(model_dir, workdir, batch_sizes)):
-            try:
-                systems.update(make())
-            except Exception as e:
-                systems[f"error {len(systems)}"] = e
-        for name, fn in systems.items():
-            for batch in batch_sizes:
-                if isinstance(fn, Exception):
-                    rows.append({"benchmark": "inference", "system": name, "batch": batch,
-                                 "error": f"{type(fn).__name__}: {fn}"})
-                    continue
-                x = make_inputs(batch)
-                t = timeit(lambda fn=fn, x=x: fn(x), warmup=2, reps=reps[batch])
-                rows.append({"benchmark": "inference", "system": f"{name} b={batch}",
-                             "batch": batch, "latency_ms": 1e3 * t["median_s"]})
+        model_dir = build_tfbert(workdir, tfbert.BertConfig.from_preset(PRESET))
+        for family in FAMILIES:
+            out = os.path.join(workdir, f"{family}.json")
+            command = [sys.executable, os.path.abspath(__file__), "--family", family,
+                       "--model_dir", model_dir, "--workdir", workdir, "--out", out]
+            proc = subprocess.run(command + (["--quick"] if quick else []),
+                                  capture_output=True, text=True)
+            if proc.returncode != 0 or not os.path.exists(out):
+                rows.append({"benchmark": "inference", "system": family,
+                             "error": proc.stderr[-2000:]})
+                continue
+            with open(out) as f:
+                rows.extend(json.load(f))
     # Peer latency / tfbert latency at the same precision (> 1: tfbert is faster).
     ours_at = {"float32": "tfbert SavedModel serve_ids", "bfloat16":
                "tfbert SavedModel serve_ids bfloat16", "int8": "tfbert TFLite int8"}
@@ -215,4 +256,13 @@ def run(quick: bool = False) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    print(json.dumps(run(parser.parse_args().quick), indent=2))
+    parser.add_argument("--family", choices=FAMILIES, help="(internal) time one family")
+    parser.add_argument("--model_dir")
+    parser.add_argument("--workdir")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    if args.family:
+        with open(args.out, "w") as f:
+            json.dump(time_family(args.family, args.model_dir, args.workdir, args.quick), f)
+    else:
+        print(json.dumps(run(args.quick), indent=2))
