@@ -147,9 +147,11 @@ BF16 = " bfloat16"  # suffix of the mixed-precision systems
 def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = False) -> dict:
     """Times one training step of each system; returns rows and tfbert's ratio to each peer.
 
-    The systems' steps are interleaved (round r times `inner` steps of every system in turn,
-    plus one matmul-peak probe), so load from other processes hits every system alike; each
-    figure is the median over rounds, the peak the best probe (or `peak_flops` if higher).
+    The TensorFlow systems' steps are interleaved (round r times `inner` steps of every system
+    in turn, plus one matmul-peak probe), so load from other processes hits every system
+    alike; each figure is the median over rounds, the peak the best probe (or `peak_flops` if
+    higher). PyTorch runs in its own process afterwards (same rounds): in one process its
+    OpenMP workers, spinning after each step, slowed whichever TensorFlow step came next.
     """
     import statistics
     import time
@@ -160,15 +162,13 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
                                            PREDICTIONS)
     rounds, inner = (3, 2) if quick else (5, 4)
     systems = {"tfbert": tfbert_step, "keras-hub": keras_hub_step,
-               "keras-hub (no XLA)": lambda b: keras_hub_step(b, jit_compile=False),
-               "pytorch": torch_step}
+               "keras-hub (no XLA)": lambda b: keras_hub_step(b, jit_compile=False)}
     if bfloat16:
         systems.update({
             "tfbert" + BF16: lambda b: tfbert_step(b, policy="mixed_bfloat16"),
             "keras-hub" + BF16: lambda b: keras_hub_step(b, policy="mixed_bfloat16"),
             "keras-hub (no XLA)" + BF16: lambda b: keras_hub_step(b, jit_compile=False,
-                                                                  policy="mixed_bfloat16"),
-            "pytorch" + BF16: lambda b: torch_step(b, bfloat16=True)})
+                                                                  policy="mixed_bfloat16")})
     rows, steps = [], {}
     for name, make in systems.items():
         try:
@@ -192,6 +192,7 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
             for _ in range(inner):
                 step()
             times[name].append((time.perf_counter() - start) / inner)
+    times.update(_torch_times(rounds, inner, bfloat16, rows))
     peak, peak_bf16 = max(peaks), max(peaks_bf16, default=None)
     for name, t in times.items():
         seq_s = BATCH / statistics.median(t)
@@ -214,10 +215,56 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
     return result
 
 
+def _torch_times(rounds: int, inner: int, bfloat16: bool, rows: list) -> dict:
+    """Step times of PyTorch (and PyTorch bfloat16) measured in a child process."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "torch.json")
+        command = [sys.executable, os.path.abspath(__file__), "--torch_only", out,
+                   "--rounds", str(rounds), "--inner", str(inner)]
+        proc = subprocess.run(command + (["--bfloat16"] if bfloat16 else []),
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            rows.append({"benchmark": "pretrain_step", "system": "pytorch",
+                         "error": proc.stderr[-2000:]})
+            return {}
+        with open(out) as f:
+            return json.load(f)
+
+
+def _time_torch(out: str, rounds: int, inner: int, bfloat16: bool) -> None:
+    import time
+
+    batch = synthetic_batch()
+    steps = {"pytorch": torch_step(batch)}
+    if bfloat16:
+        steps["pytorch" + BF16] = torch_step(batch, bfloat16=True)
+    for step in steps.values():
+        for _ in range(3):
+            step()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(inner):
+                step()
+            times[name].append((time.perf_counter() - start) / inner)
+    with open(out, "w") as f:
+        json.dump(times, f)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--bfloat16", action="store_true",
                         help="add the mixed-bfloat16 systems (CPUs with AMX/AVX512-BF16)")
+    parser.add_argument("--torch_only", metavar="OUT", help="(internal) time PyTorch only")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--inner", type=int, default=2)
     args = parser.parse_args()
-    print(json.dumps(run(args.quick, bfloat16=args.bfloat16), indent=2))
+    if args.torch_only:
+        _time_torch(args.torch_only, args.rounds, args.inner, args.bfloat16)
+    else:
+        print(json.dumps(run(args.quick, bfloat16=args.bfloat16), indent=2))
