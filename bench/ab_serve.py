@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench_inference import SEQ, build_tfbert, make_inputs, torch_systems  # noqa: E402
+from common import interleaved_medians  # noqa: E402
 
 
 def main() -> None:
@@ -49,17 +48,8 @@ def main() -> None:
             raise ort
         x_np = make_inputs(args.batch)
         calls["onnxruntime"] = lambda: ort(x_np)
-    for call in calls.values():
-        for _ in range(3):
-            call()
-    times = {name: [] for name in calls}
-    for _ in range(args.rounds):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - start)
-    print(json.dumps({name: {"latency_ms": 1e3 * statistics.median(t)}
-                      for name, t in times.items()}, indent=2))
+    medians = interleaved_medians(calls, args.rounds)
+    print(json.dumps({name: {"latency_ms": 1e3 * t} for name, t in medians.items()}, indent=2))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,22 @@ def timeit(fn: Callable[[], object], warmup: int = 2, reps: int = 5, inner: int 
     return {"median_s": statistics.median(times), "min_s": min(times), "all_s": times}
 
 
+def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int,
+                        warmup: int = 3) -> dict[str, float]:
+    """Median seconds per call of each callable, timed round-robin (one call of each per round)
+    after `warmup` calls each, so machine load hits every system alike (the A/B scripts)."""
+    for call in calls.values():
+        for _ in range(warmup):
+            call()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def matmul_peak_probe(n: int = 2048, dtype: str = "float32",
                       jit_compile: bool = True) -> Callable[[], float]:
     """A compiled chain of 4 n x n matmuls; the returned callable times one run and returns

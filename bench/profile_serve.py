@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -40,6 +38,7 @@ def main() -> None:
         tf.config.threading.set_intra_op_parallelism_threads(args.intra_op)
 
     from bench_inference import SEQ, build_tfbert, make_inputs
+    from common import interleaved_medians
     from profile_pretrain import op_times
 
     import tfbert
@@ -57,17 +56,8 @@ def main() -> None:
     x = {k: tf.constant(v) for k, v in make_inputs(args.batch).items()}
     calls = {f"SavedModel serve_ids ({args.dtype})": lambda: serve_ids(**x)["logits"].numpy(),
              "Keras model in tf.function (float32)": lambda: forward(x).numpy()}
-    for call in calls.values():
-        for _ in range(3):
-            call()
-    times = {name: [] for name in calls}
-    for _ in range(args.rounds):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - start)
-    for name, ts in times.items():
-        print(f"{name:<40} {statistics.median(ts) * 1e3:8.1f} ms (median of {len(ts)})")
+    for name, t in interleaved_medians(calls, args.rounds).items():
+        print(f"{name:<40} {t * 1e3:8.1f} ms (median of {args.rounds})")
 
     tf.profiler.experimental.start(args.logdir)
     for _ in range(3):
