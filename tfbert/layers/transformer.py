@@ -35,8 +35,10 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
              attention_mask=None, return_attention_scores=False, training=None,
              use_causal_mask=False):
         denses = (self._query_dense, self._key_dense, self._value_dense, self._output_dense)
+        keras_masks = (getattr(t, "_keras_mask", None) for t in (query, value, key))
         if (return_attention_scores or use_causal_mask or self._use_gate
                 or any(m is not None for m in (query_mask, value_mask, key_mask))
+                or any(m is not None for m in keras_masks)  # Keras masks: the stock path
                 or any(getattr(d, "lora_enabled", False) or getattr(d, "quantization_mode", None)
                        for d in denses)):
             return super().call(
