@@ -109,6 +109,14 @@ def main() -> None:
 
     os.makedirs(args.out_dir, exist_ok=True)
     stem = os.path.join(args.out_dir, f"{results['machine']}-{results['date']}")
+    if os.path.exists(stem + ".json"):  # keep the same day's figures of benchmarks not re-run
+        with open(stem + ".json") as f:
+            earlier = json.load(f)
+        kept = {k: v for k, v in earlier.get("benchmarks", {}).items()
+                if k not in results["benchmarks"]}
+        if kept:
+            logging.info("keeping %s from the earlier run of %s", sorted(kept), results["date"])
+            results["benchmarks"] = {**kept, **results["benchmarks"]}
     with open(stem + ".json", "w") as f:
         json.dump(results, f, indent=2)
     plot(results, stem + ".png")
