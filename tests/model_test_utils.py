@@ -162,3 +162,18 @@ def check_layer(layer: keras.layers.Layer, args: list[np.ndarray], tmp_path,
     target = np.random.default_rng(0).normal(size=out.shape).astype("float32")
     _check_fit(wrapper, feed, target, {"loss": "mse", "run_eagerly": True})
     return out
+
+
+class NaNWeightsAt(keras.callbacks.Callback):
+    """Turns every trainable weight NaN at the start of the given training batch (1-based,
+    counted across epochs): a diverged run."""
+
+    def __init__(self, batch: int) -> None:
+        super().__init__()
+        self.batch, self.seen = batch, 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.batch:
+            for v in self.model.trainable_variables:
+                v.assign(keras.ops.full(v.shape, float("nan")))

@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_test_utils import NaNWeightsAt
 
 from tfbert.training import pretrain
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
@@ -182,27 +183,13 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
                                    err_msg=name)
 
 
-class _Diverge(keras.callbacks.Callback):
-    """Turns the weights NaN before the given batch (a diverged run)."""
-
-    def __init__(self, before_batch: int) -> None:
-        super().__init__()
-        self.before_batch, self.seen = before_batch, 0
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self.seen += 1
-        if self.seen == self.before_batch:
-            for v in self.model.trainable_variables:
-                v.assign(keras.ops.full(v.shape, float("nan")))
-
-
 def test_nan_loss_stops_keeps_last_good_checkpoint_and_resumes(tiny_data, tmp_path):
     out = tmp_path / "nan"
     config = _config(tiny_data, out, num_train_steps=16, save_checkpoints_steps=5,
                      eval_input_file=None)
     with pytest.raises(FloatingPointError, match=r"loss became nan at step 13; .* last good "
                        r"checkpoint \(step 10\)"):
-        run_pretraining(config, callbacks=[_Diverge(before_batch=13)])
+        run_pretraining(config, callbacks=[NaNWeightsAt(13)])
     assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-10")
     assert not (out / "pretrain_results.json").exists()
     results = run_pretraining(config)  # the rerun resumes from step 10

@@ -14,6 +14,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_test_utils import NaNWeightsAt
 
 from tfbert.training import callbacks as cb
 from tfbert.training import distribute, optimization
@@ -231,20 +232,6 @@ def test_mirrored_two_cpus_matches_one_device():
                 np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=f"{name} {key}")
 
 
-class _Boom(keras.callbacks.Callback):
-    """Makes the weights NaN after the given number of batches (a diverged run)."""
-
-    def __init__(self, after: int) -> None:
-        super().__init__()
-        self.after, self.seen = after, 0
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self.seen += 1
-        if self.seen == self.after:
-            for v in self.model.trainable_variables:
-                v.assign(keras.ops.full(v.shape, float("nan")))
-
-
 def test_callbacks_count_steps_save_checkpoints_and_stop_on_nan(tmp_path):
     model = _model()
     opt = optimization.create_optimizer(1e-2, 100, gradient_accumulation_steps=2,
@@ -263,7 +250,7 @@ def test_callbacks_count_steps_save_checkpoints_and_stop_on_nan(tmp_path):
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).repeat()
     # 2 batches per step; the weights turn NaN in batch 12 (step 6).
     model.fit(ds, epochs=3, steps_per_epoch=6, verbose=0,
-              callbacks=[progress, guard, saver, board, history, _Boom(after=12)])
+              callbacks=[progress, guard, saver, board, history, NaNWeightsAt(12)])
     assert guard.bad_step == 6 and math.isnan(guard.bad_loss)
     assert progress.step == 6 and int(step.numpy()) == 6
     # Checkpoints at steps 2 and 4; none at 6, whose loss is NaN.
