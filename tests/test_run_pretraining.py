@@ -30,17 +30,19 @@ TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermed
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory, chinese_vocab_file):
     """Pretraining records from 400 People's Daily documents (+ 40 held out), a tiny config."""
-    from tfbert.data import corpora
+    from tfbert.data import corpora, instances
     from tfbert.text.vocab import load_vocab
 
     root = tmp_path_factory.mktemp("pretrain_data")
     docs = [d for d in corpora.people_daily_documents() if len(d) >= 2]
-    train, _ = pretrain.write_pretraining_records(docs[:400], chinese_vocab_file,
-                                                  str(root / "train.tfrecord"),
-                                                  max_seq_length=32, num_shards=2)
-    evaluation, stats = pretrain.write_pretraining_records(docs[400:440], chinese_vocab_file,
-                                                           str(root / "eval.tfrecord"),
-                                                           max_seq_length=32)
+    options = instances.InstanceOptions(max_seq_length=32, dupe_factor=1)
+    _, train = instances.create_pretraining_data(str(root / "train.tfrecord"),
+                                                 chinese_vocab_file, documents=docs[:400],
+                                                 options=options, num_shards=2, progress=False)
+    stats, evaluation = instances.create_pretraining_data(str(root / "eval.tfrecord"),
+                                                          chinese_vocab_file,
+                                                          documents=docs[400:440],
+                                                          options=options, progress=False)
     assert stats.instances >= 16
     config = dict(TINY, vocab_size=len(load_vocab(chinese_vocab_file)))
     config_file = root / "bert_config.json"

@@ -238,28 +238,8 @@ def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size
                        lower_case=lower_case, directory=directory)
 
 
-def write_pretraining_records(documents: list[list[str]], vocab_file: str, output_file: str,
-                              max_seq_length: int = 128, dupe_factor: int = 1,
-                              num_shards: int = 1, seed: int = 12345, lower_case: bool = True,
-                              whole_word_mask: bool = False,
-                              progress: bool = False) -> tuple[list[str], Any]:
-    """Writes sentence-pair TFRecords (what data_tools/create_pretraining_data.py writes) for
-    in-memory documents of sentences; returns (file paths, tfbert.data.instances.Stats).
-
-    The documents are shuffled whole with `seed` first (as the reference does), so a corpus
-    in source order still gives 50% NotNext pairs."""
-    from tfbert.data import instances
-
-    options = instances.InstanceOptions(max_seq_length=max_seq_length, dupe_factor=dupe_factor)
-    stats, paths = instances.create_pretraining_data(
-        output_file, vocab_file, options=options, seed=seed, num_shards=num_shards,
-        whole_word_mask=whole_word_mask, lower_case=lower_case, progress=progress,
-        documents=documents)
-    return paths, stats
-
-
 def _build_default_data(directory: str, params: dict[str, Any]) -> None:
-    from tfbert.data import corpora
+    from tfbert.data import corpora, instances
     from tfbert.text import vocab_builder
 
     started = time.time()
@@ -286,12 +266,14 @@ def _build_default_data(directory: str, params: dict[str, Any]) -> None:
     for name, docs, dupe_factor, shards in (
             ("train", train_docs, params["dupe_factor"], params["num_shards"]),
             ("eval", eval_docs, 1, 1)):
-        paths, stats = write_pretraining_records(
-            docs, vocab_file, os.path.join(tmp, f"{name}.tfrecord"),
-            max_seq_length=params["max_seq_length"], dupe_factor=dupe_factor,
+        # Shuffles the documents whole first, as the reference does: the corpus comes in
+        # source order (People's Daily articles, then one-sentence reviews).
+        stats, paths = instances.create_pretraining_data(
+            os.path.join(tmp, f"{name}.tfrecord"), vocab_file, documents=docs,
+            options=instances.InstanceOptions(max_seq_length=params["max_seq_length"],
+                                              dupe_factor=dupe_factor),
             num_shards=shards, seed=params["seed"] + (name == "eval"),
-            lower_case=params["lower_case"], whole_word_mask=params["whole_word_mask"],
-            progress=True)
+            lower_case=params["lower_case"], whole_word_mask=params["whole_word_mask"])
         if stats.instances == 0:
             raise ValueError(f"the built-in corpus gave no {name} instances ({stats.summary()})")
         manifest[name] = [os.path.basename(p) for p in paths]
