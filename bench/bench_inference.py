@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 from common import timeit  # noqa: E402
 
 SEQ, NUM_CLASSES, PRESET = 128, 2, "bert-base-chinese"
+BATCH_SIZES = (1, 32)
 
 
 def make_inputs(batch: int, seq: int = SEQ, vocab: int = 21128, seed: int = 0) -> dict:
@@ -188,7 +189,6 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[
     """Builds one family's systems and times each at batch 1 and 32 (in this process)."""
     import tfbert
 
-    batch_sizes = (1, 32)
     reps = {1: 5 if quick else 10, 32: 2 if quick else 4}
     try:
         if family == "tfbert":
@@ -202,7 +202,7 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[
         systems = {family: e}
     rows = []
     for name, fn in systems.items():
-        for batch in batch_sizes:
+        for batch in BATCH_SIZES:
             if isinstance(fn, Exception):
                 rows.append({"benchmark": "inference", "system": name, "batch": batch,
                              "error": f"{type(fn).__name__}: {fn}"})
@@ -219,7 +219,6 @@ def run(quick: bool = False) -> dict:
 
     import tfbert
 
-    batch_sizes = (1, 32)
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = build_tfbert(workdir, tfbert.BertConfig.from_preset(PRESET))
@@ -239,7 +238,7 @@ def run(quick: bool = False) -> dict:
     ours_at = {"float32": "tfbert SavedModel serve_ids", "bfloat16":
                "tfbert SavedModel serve_ids bfloat16", "int8": "tfbert TFLite int8"}
     ratios = {}
-    for batch in batch_sizes:
+    for batch in BATCH_SIZES:
         by = {r["system"].rsplit(" b=", 1)[0]: r["latency_ms"] for r in rows
               if r.get("batch") == batch and "latency_ms" in r}
         for name, ms in by.items():
