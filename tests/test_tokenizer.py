@@ -43,6 +43,8 @@ EDGE_CASES = [
     "\U00011938 \U00010d50 \u1c89", "[CLS] [SEP] [MASK] [UNK] [PAD] ##s ##", "#hashtag ##ing",
     "...!!!???", "((()))", "『引号』「括号」", "☆★○●◎◇◆□■△▲※→←↑↓", "①②③ Ⅰ Ⅱ ⅲ",
     "１２３４５６７８９０", "㈱㌔㍿", "\U00020000\U0002a6d6\U0002b740", "\U0001f600" * 30,
+    "ａ" * 100, "ａ" * 101, "１" * 101 + "，", "x" * 60 + "ｘ" * 41, "x" * 100 + "，" + "y" * 100,
+    "中" + "q" * 101 + "中", "q" * 100 + " " + "r" * 101,
 ]
 
 
@@ -113,17 +115,19 @@ def reference(vocab_file: str, lower_case: bool):
 
 
 def compare(tokenizer: BertTokenizer, ref, texts: list[str], batch_size: int = 512) -> dict:
-    """Ids and offsets of tfbert vs the reference; returns counts and the first mismatches."""
+    """Ids (of `tokenize`, and of `tokenize_with_offsets`, which takes no tier zero) and offsets
+    of tfbert vs the reference; returns counts and the first mismatches."""
     expected = ref.encode_batch(texts, add_special_tokens=False)
     same_ids = same_offsets = 0
     bad = []
     for start in range(0, len(texts), batch_size):
         chunk = texts[start:start + batch_size]
+        plain = tokenizer.tokenize(tf.constant(chunk)).to_list()
         ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(chunk))
         for i, (a, s, e) in enumerate(zip(ids.to_list(), starts.to_list(), ends.to_list(),
                                           strict=True)):
             ref_enc = expected[start + i]
-            if a == ref_enc.ids:
+            if a == ref_enc.ids == plain[i]:
                 same_ids += 1
                 if list(zip(s, e, strict=True)) == [tuple(o) for o in ref_enc.offsets]:
                     same_offsets += 1
@@ -157,6 +161,21 @@ def test_cased_vocab_parity(cased_vocab):
     # Case and accents are kept.
     ids = tokenizer.tokenize(tf.constant(["The", "the"])).to_list()
     assert ids[0] != ids[1]
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_tier_zero_takes_plain_text_only(chinese_vocab, lower_case):
+    """`tokenize` sends most Chinese lines to WordPiece untouched (tier zero), and never a text
+    that normalization changes or whose words run over 100 characters."""
+    tokenizer = BertTokenizer(chinese_vocab, lower_case=lower_case)
+    raw = lambda texts: tf.strings.regex_full_match(tf.constant(texts),
+                                                    tokenizer._raw_pattern).numpy().tolist()
+    assert sum(raw(chinese_lines(2000))) / 2000 > 0.9
+    plain = ["", "中文，测试。", "y" * 100, "ａ" * 100, "q" * 100 + " " + "r" * 100]
+    assert raw(plain) == [True] * 5
+    assert raw(["z" * 101, "ａ" * 101, "x" * 60 + "ｘ" * 41, "tab\tx", "a\u00a0b", "\u00e9",
+                "soft\u00adhyphen"]) == [False] * 7
+    assert raw(["UPPER", "Ａ"]) == [not lower_case] * 2
 
 
 @pytest.mark.parametrize("lower_case", [True, False])
@@ -209,8 +228,8 @@ def code_points(everything: bool) -> list[int]:
 
 def check_code_points(english_vocab: str, lower_case: bool, points: list[int]) -> None:
     """For every code point c, the words of "a{c}B" equal the reference's normalizer +
-    pre-tokenizer output, and the ids equal its ids (safe characters in one batch, through the
-    whole-text path; the rest word by word)."""
+    pre-tokenizer output, and the ids of "a{c}B" and "a{c}b" equal its ids (safe characters in
+    one batch, through tier zero or the whole-text path; the rest word by word)."""
     norm = tokenizers.normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=lower_case,
         lowercase=lower_case)
@@ -229,8 +248,10 @@ def check_code_points(english_vocab: str, lower_case: bool, points: list[int]) -
     unsafe = {lo for lo, hi in tokenizer_lib._parse_ranges(tokenizer_lib._WORDPIECE_SPLITS_DIFFER)
               for lo in range(lo, hi + 1)}
     ref = reference(english_vocab, lower_case)
+    lower = ["a" + chr(c) + "b" for c in points]  # also through tier zero when lower_case=True
     for group in ([t for c, t in zip(points, texts, strict=True) if c not in unsafe],
-                  [t for c, t in zip(points, texts, strict=True) if c in unsafe]):
+                  [t for c, t in zip(points, texts, strict=True) if c in unsafe],
+                  [t for c, t in zip(points, lower, strict=True) if c not in unsafe]):
         if not group:
             continue
         expected = [e.ids for e in ref.encode_batch(group, add_special_tokens=False)]

@@ -131,6 +131,7 @@ class BertTokenizer(keras.layers.Layer):
         self._placeholder = next(c for c in range(0xE000, 0xF900) if chr(c) not in set(tokens))
         self._wordpiece_texts = _fast_wordpiece(tokens, split_words=True)
         self._wordpiece_words = _fast_wordpiece(tokens, split_words=False)
+        self._raw_pattern = _raw_text_pattern(self.lower_case)
         self._force_word_path = False  # tests set this to check the word-by-word path
 
     # --- Vocab ---------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ class BertTokenizer(keras.layers.Layer):
         Returns:
             tf.RaggedTensor int32 [B, (tokens)] (one more ragged dimension than `texts`).
         """
-        return _map_strings(texts, lambda flat: self._tokenize(flat, with_offsets=False)[0])
+        return _map_strings(texts, self._tokenize_ids)
 
     def tokenize_with_offsets(
             self, texts: Any) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
@@ -259,6 +260,22 @@ class BertTokenizer(keras.layers.Layer):
     # differently, words over 100 characters) are normalized again step by step and sent word
     # by word. That second tier works on data-dependent subsets, empty in most batches.
 
+    def _tokenize_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """texts tf.string [B] -> ids [B, (P)], with tier zero in front of the two tiers.
+
+        Tier zero: a text whose every character normalization leaves alone, that TF Text's
+        WordPiece splits as the reference does, and whose words are at most 100 characters (one
+        regular expression, `_raw_text_pattern`) goes to WordPiece as it is: no decoding into
+        code points and encoding back. Tier one would send it to the same WordPiece unchanged,
+        so the ids are the same; most Chinese and lower-case English text is such text.
+        """
+        if self._force_word_path:
+            return self._tokenize(texts, with_offsets=False)[0]
+        raw = tf.strings.regex_full_match(texts, self._raw_pattern)  # [B]
+        by_raw = self._wordpiece_texts.tokenize(tf.where(raw, texts, ""))
+        by_tiers = self._tokenize(tf.where(raw, "", texts), with_offsets=False)[0]
+        return _merge_rows(by_raw, by_tiers)[0]
+
     def _tokenize(self, texts: tf.Tensor, with_offsets: bool) -> tuple:
         """texts tf.string [B] -> ids [B, (P)] (and start/end char offsets [B, (P)])."""
         decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
@@ -275,24 +292,13 @@ class BertTokenizer(keras.layers.Layer):
 
         by_texts = self._by_texts(fast, batch_size, exact_rows, with_offsets)
         by_words = self._by_words(exact, batch_size, with_offsets)
-        # Each text's pieces come from one tier only; the other has none for it.
-        splits_a, splits_b = by_texts[0].row_splits, by_words[0].row_splits
-        splits = splits_a + splits_b  # [B + 1]
-        rows_a, rows_b = _row_ids(splits_a), _row_ids(splits_b)
-        at = tf.concat([tf.range(splits_a[-1]) + tf.gather(splits_b, rows_a),
-                        tf.range(splits_b[-1]) + tf.gather(splits_a, rows_b)], 0)
-
-        def merged(a: tf.Tensor, b: tf.Tensor) -> tf.RaggedTensor:
-            values = tf.reshape(tf.scatter_nd(at[:, tf.newaxis], tf.concat([a, b], 0),
-                                              splits[-1:]), [-1])
-            return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
-
-        ids = merged(by_texts[0].flat_values, by_words[0].flat_values)  # [B, (P)]
+        ids, merge = _merge_rows(by_texts[0], by_words[0])  # [B, (P)]
         if not with_offsets:
             return ids, None, None
-        text_start = tf.gather(decoded.row_starts(), tf.concat([rows_a, rows_b], 0))
-        starts, ends = (merged(by_texts[i] - text_start[:splits_a[-1]],
-                               by_words[i] - text_start[splits_a[-1]:]) for i in (1, 2))
+        splits_a = by_texts[0].row_splits
+        text_start = tf.gather(decoded.row_starts(), merge["rows"])
+        starts, ends = (merge["values"](by_texts[i] - text_start[:splits_a[-1]],
+                                        by_words[i] - text_start[splits_a[-1]:]) for i in (1, 2))
         return ids, starts, ends
 
     def _map_chars(self, cps: tf.Tensor, char_row: tf.Tensor) -> dict:
@@ -423,6 +429,28 @@ def _fast_wordpiece(tokens: list[str], split_words: bool) -> tf_text.FastWordpie
                          f"tokens, first ones {tokens[:8]}): {e}") from e
     return tf_text.FastWordpieceTokenizer(
         model_buffer=tf.constant(np.frombuffer(buffer, np.uint8)), token_out_type=tf.int32)
+
+
+def _merge_rows(a: tf.RaggedTensor, b: tf.RaggedTensor) -> tuple[tf.RaggedTensor, dict]:
+    """Row i of a and row i of b joined, where each row is empty in at least one of them.
+
+    Returns:
+        (merged [B, (P)], {"rows": the row of each value of a then b [Pa + Pb], "values": a
+        function merging two more [Pa] and [Pb] value tensors the same way}).
+    """
+    splits_a, splits_b = a.row_splits, b.row_splits
+    splits = splits_a + splits_b  # [B + 1]
+    rows_a, rows_b = _row_ids(splits_a), _row_ids(splits_b)
+    at = tf.concat([tf.range(splits_a[-1]) + tf.gather(splits_b, rows_a),
+                    tf.range(splits_b[-1]) + tf.gather(splits_a, rows_b)], 0)
+
+    def values(x: tf.Tensor, y: tf.Tensor) -> tf.RaggedTensor:
+        merged = tf.reshape(tf.scatter_nd(at[:, tf.newaxis], tf.concat([x, y], 0),
+                                          splits[-1:]), [-1])
+        return tf.RaggedTensor.from_row_splits(merged, splits, validate=False)
+
+    return (values(a.flat_values, b.flat_values),
+            {"rows": tf.concat([rows_a, rows_b], 0), "values": values})
 
 
 def _map_strings(texts: Any, fn: Any) -> Any:
@@ -581,6 +609,49 @@ def _canonical_order(cp: tf.Tensor, info: tf.Tensor, first: tf.Tensor,
 
 
 # --- Tables ----------------------------------------------------------------------------------
+
+@functools.cache
+def _raw_text_pattern(lower_case: bool) -> str:
+    """A regular expression (RE2) that fully matches the texts tier zero may send to WordPiece
+    as they are: made only of characters normalization leaves alone and that TF Text splits as
+    the reference does (no characters to clean away or to map, no other whitespace than " "),
+    with words of at most 100 characters of ASCII and full-width letters and digits. Texts with
+    other word characters (accented or non-Latin letters) take the tiers; punctuation and CJK
+    characters are words of one character anyway."""
+    tables = _tables()
+    codes = np.arange(0x110000, dtype=np.int64)
+    if lower_case:
+        index, blocks = tables["map_index"], tables["map_blocks"]
+    else:
+        index, blocks = tables["info_index"], tables["info_blocks"]
+    values = blocks[index[codes >> _BLOCK_BITS].astype(np.int64) * (1 << _BLOCK_BITS)
+                    + (codes & ((1 << _BLOCK_BITS) - 1))].astype(np.int64)
+    unsafe = _DROP | _UNSAFE | (_COMPLEX if lower_case else 0)
+    ok = (values & unsafe) == 0
+    if lower_case:
+        ok &= (values >> _MAP_SHIFT) == 0  # lower-casing and NFD leave the character alone
+    ok[0xD800:0xE000] = False  # surrogates are not characters of valid UTF-8
+    space = (values & _SPACE) != 0
+    alone = ok & ~space & ((values & (_PUNCT | _CJK)) != 0)
+    alone[0x20] = True  # the one separator WordPiece's own splitting surely treats alike
+    # Word characters counted in the pattern: ASCII and the full-width forms. A class of every
+    # word character makes the counted repetition too big for RE2's DFA (it falls back to a
+    # far slower matcher); texts with other letters take the tiers.
+    word = ok & ~space & ~alone & ((codes < 0x80) | ((codes >= 0xFF00) & (codes < 0xFFF0)))
+
+    def char_class(mask: np.ndarray) -> str:
+        points = np.nonzero(mask)[0]
+        breaks = np.nonzero(np.diff(points) != 1)[0]
+        ranges = zip(points[np.r_[0, breaks + 1]], points[np.r_[breaks, len(points) - 1]],
+                     strict=True)
+        return "[" + "".join(f"\\x{{{lo:x}}}" + (f"-\\x{{{hi:x}}}" if hi > lo else "")
+                             for lo, hi in ranges) + "]"
+
+    alone_class, word_class = char_class(alone), char_class(word)
+    longest = f"{{1,{MAX_CHARS_PER_WORD}}}"
+    return (f"{alone_class}*(?:{word_class}{longest}{alone_class}+)*"
+            f"(?:{word_class}{longest})?")
+
 
 def _parse_ranges(text: str) -> list[tuple[int, int]]:
     """"a-b c" (hex, inclusive) -> [(a, b), (c, c)]."""
