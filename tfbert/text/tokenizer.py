@@ -17,8 +17,11 @@ The reference is BERT's original tokenizer as the `tokenizers` package runs it
 them as special tokens unless `split_special_tokens=True`).
 
 Steps 1-4 run in core TensorFlow ops over Unicode code points, driven by lookup tables (below);
-step 5 is TF Text's `FastWordpieceTokenizer` (linear-time MaxMatch). Most texts take one table
-lookup per character and go to WordPiece whole (its own splitting then equals the reference's);
+step 5 is TF Text's `FastWordpieceTokenizer` (linear-time MaxMatch). `tokenize` first sends
+texts that steps 1-4 would leave as they are (one RE2 match: no character to clean, map or
+re-split, no word over 100 characters; most Chinese text) to WordPiece untouched. Other texts
+take one table lookup per character and go to WordPiece whole (its own splitting then equals the
+reference's);
 texts with characters NFD expands or reorders, characters TF Text splits differently, or words
 over 100 characters are normalized step by step and go word by word (see the pipeline notes).
 
@@ -38,14 +41,14 @@ count Unicode characters of the string decoded that way.
 
 TF Serving: besides core TensorFlow ops the layer uses one TF Text op,
 `FastWordpieceTokenizeWithOffsets` (TF Text >= 2.7, so present in TF Text 2.12.1 of
-TF Serving 2.12-2.19 and in 2.20.0). Core ops in the graph (tokenize_with_offsets, detokenize,
-split_words): AddV2, BitwiseAnd, BroadcastTo, Cast, ConcatV2, Cumsum, Equal, ExpandDims, Fill,
+TF Serving 2.12-2.19 and in 2.20.0). Core ops in the graph (tokenize, tokenize_with_offsets,
+detokenize, split_words): AddV2, BitwiseAnd, BroadcastTo, Cast, ConcatV2, Cumsum, Equal, ExpandDims, Fill,
 GatherV2, Greater(Equal), Less(Equal), Logical{And,Not,Or}, LowerBound, UpperBound, Max, Maximum,
 Minimum, Mul, Neg, NotEqual, OnesLike, Pack, Prod, RaggedRange, RaggedTensorToTensor, Range,
-Reshape, RightShift, ScatterNd, SelectV2, Shape, Size, Squeeze, StaticRegexReplace,
-StridedSlice, StringStrip, Sub, Sum, TensorScatterUpdate, Tile, TopKV2, UnicodeDecode,
-UnicodeEncode, Unique, UnsortedSegmentJoin, UnsortedSegmentSum, Where, ZerosLike; no control
-flow (If/While).
+Reshape, RightShift, ScatterNd, SelectV2, Shape, Size, Squeeze, StaticRegexFullMatch,
+StaticRegexReplace, StridedSlice, StringStrip, Sub, Sum, TensorScatterUpdate, Tile, TopKV2,
+UnicodeDecode, UnicodeEncode, Unique, UnsortedSegmentJoin, UnsortedSegmentSum, Where, ZerosLike;
+no control flow (If/While).
 """
 
 from __future__ import annotations
