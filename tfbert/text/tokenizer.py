@@ -42,13 +42,13 @@ count Unicode characters of the string decoded that way.
 TF Serving: besides core TensorFlow ops the layer uses one TF Text op,
 `FastWordpieceTokenizeWithOffsets` (TF Text >= 2.7, so present in TF Text 2.12.1 of
 TF Serving 2.12-2.19 and in 2.20.0). Core ops in the graph (tokenize, tokenize_with_offsets,
-detokenize, split_words): AddV2, BitwiseAnd, BroadcastTo, Cast, ConcatV2, Cumsum, Equal, ExpandDims, Fill,
-GatherV2, Greater(Equal), Less(Equal), Logical{And,Not,Or}, LowerBound, UpperBound, Max, Maximum,
-Minimum, Mul, Neg, NotEqual, OnesLike, Pack, Prod, RaggedRange, RaggedTensorToTensor, Range,
-Reshape, RightShift, ScatterNd, SelectV2, Shape, Size, Squeeze, StaticRegexFullMatch,
-StaticRegexReplace, StridedSlice, StringStrip, Sub, Sum, TensorScatterUpdate, Tile, TopKV2,
-UnicodeDecode, UnicodeEncode, Unique, UnsortedSegmentJoin, UnsortedSegmentSum, Where, ZerosLike;
-no control flow (If/While).
+detokenize, split_words): AddV2, BitwiseAnd, BroadcastTo, Cast, ConcatV2, Cumsum, Equal,
+ExpandDims, Fill, GatherV2, Greater(Equal), Less(Equal), Logical{And,Not,Or}, LowerBound,
+UpperBound, Max, Maximum, Minimum, Mul, Neg, NotEqual, OnesLike, Pack, Prod, RaggedRange,
+RaggedTensorToTensor, Range, Reshape, RightShift, ScatterNd, SelectV2, Shape, Size, Squeeze,
+StaticRegexFullMatch, StaticRegexReplace, StridedSlice, StringStrip, Sub, Sum,
+TensorScatterUpdate, Tile, TopKV2, UnicodeDecode, UnicodeEncode, Unique, UnsortedSegmentJoin,
+UnsortedSegmentSum, Where, ZerosLike; no control flow (If/While).
 """
 
 from __future__ import annotations
