@@ -90,11 +90,14 @@ def define_epoch_flags(num_train_epochs: float = 3.0, warmup_proportion: float =
                        "linear warmup.")
 
 
-def define_runtime_flags(distribution_strategy: str = "auto") -> None:
+def define_runtime_flags(distribution_strategy: str = "auto",
+                         mixed_precision: str = "float32") -> None:
     """Precision, compilation and distribution."""
-    flags.DEFINE_enum("mixed_precision", "float32", ["float32", "bfloat16", "float16"],
+    flags.DEFINE_enum("mixed_precision", mixed_precision,
+                      ["float32", "bfloat16", "float16", "auto"],
                       "Compute dtype (float32 master weights; float16 uses dynamic loss "
-                      "scaling).")
+                      "scaling); auto: bfloat16 where the hardware runs it natively (TPU, "
+                      "GPUs from Ampere, CPUs with AMX), else float32.")
     flags.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
     flags.DEFINE_enum("distribution_strategy", distribution_strategy,
                       ["auto", "one_device", "mirrored", "multi_worker", "tpu"],

@@ -151,3 +151,45 @@ def test_masked_lm_head(tmp_path):
     with pytest.raises(ValueError, match=r"token_embedding is \[50, 32\], expected "
                                          r"\[vocab_size 60, hidden_size 32\]"):
         MaskedLMHead(60, H, token_embedding=table)
+
+
+def test_bert_dropout_statistics_gradient_and_seeding():
+    import tensorflow as tf
+
+    from tfbert.layers import BertDropout
+
+    layer = BertDropout(0.1, seed=7)
+    x = tf.ones([1000, 1000])
+    y = layer(x, training=True).numpy()
+    dropped = (y == 0).mean()
+    assert abs(dropped - 0.1) < 0.002, dropped  # 1e6 Bernoulli draws: std 0.0003
+    kept = y[y != 0]
+    np.testing.assert_allclose(kept, 65536 / (65536 - 6554), rtol=1e-6)  # 1 / keep probability
+    assert abs(y.mean() - 1.0) < 0.003
+    # Each call draws a new mask; the same seed replays the same sequence of masks.
+    again = BertDropout(0.1, seed=7)
+    assert np.array_equal(again(x, training=True).numpy(), y)
+    assert not np.array_equal(layer(x, training=True).numpy(), y)
+    # Odd sizes, bfloat16, inference, rate 0.
+    odd = BertDropout(0.5, seed=1, dtype="bfloat16")(tf.ones([3, 5], "bfloat16"), training=True)
+    assert odd.dtype == tf.bfloat16 and odd.shape == (3, 5)
+    assert set(np.unique(odd.numpy().astype(np.float32))) <= {0.0, 2.0}
+    assert np.array_equal(layer(x, training=False).numpy(), x.numpy())
+    assert np.array_equal(BertDropout(0.0)(x, training=True).numpy(), x.numpy())
+    # The gradient is the mask itself.
+    v = tf.Variable(tf.fill([64, 64], 2.0))
+    with tf.GradientTape() as tape:
+        out = layer(v, training=True)
+        loss = tf.reduce_sum(out)
+    np.testing.assert_allclose(tape.gradient(loss, v).numpy(), out.numpy() / 2.0)
+
+
+def test_bert_dropout_in_every_block():
+    from tfbert.layers import BertDropout
+
+    block = BertTransformerLayer(hidden_size=H, num_attention_heads=N, intermediate_size=FFN,
+                                 hidden_dropout=0.1, attention_dropout=0.1)
+    block.build((B, T, H))
+    assert isinstance(block.attention._dropout_layer, BertDropout)
+    assert isinstance(block.attention_dropout, BertDropout)
+    assert isinstance(block.output_dropout, BertDropout)

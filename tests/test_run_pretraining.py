@@ -58,9 +58,24 @@ def _config(data, output_dir, **overrides) -> PretrainConfig:
                   train_batch_size=8, eval_batch_size=8, num_train_steps=40,
                   num_warmup_steps=4, learning_rate=1e-2, save_checkpoints_steps=20,
                   max_eval_steps=2, log_steps=10, distribution_strategy="one_device",
-                  verbose=0)
+                  mixed_precision="float32", verbose=0)
     values.update(overrides)
     return PretrainConfig(**values)
+
+
+def test_auto_precision_follows_the_hardware(monkeypatch):
+    from tfbert.training import pretrain
+
+    monkeypatch.setattr(pretrain.tf.config, "list_physical_devices", lambda kind=None: [])
+    monkeypatch.setattr(pretrain.tf.config, "list_logical_devices", lambda kind=None: [])
+    for name in ("float32", "bfloat16", "float16"):
+        assert pretrain.resolve_precision(name) == name
+    monkeypatch.setattr(pretrain, "_cpu_flags", lambda: {"avx512f", "amx_bf16", "amx_tile"})
+    assert pretrain.resolve_precision("auto") == "bfloat16"
+    monkeypatch.setattr(pretrain, "_cpu_flags", lambda: {"avx512f", "avx2"})
+    assert pretrain.resolve_precision("auto") == "float32"
+    with pytest.raises(ValueError, match="mixed_precision must be one of"):
+        PretrainConfig(mixed_precision="bf16").validate()
 
 
 def _flags(config: PretrainConfig) -> list[str]:

@@ -4,9 +4,10 @@ All are written with Keras 3 layers and keras.ops only, so they run under any Ke
 """
 
 from tfbert.layers.activations import get_activation
+from tfbert.layers.dropout import BertDropout
 from tfbert.layers.embeddings import BertEmbeddings
 from tfbert.layers.heads import MaskedLMHead, gather_positions
 from tfbert.layers.transformer import BertSelfAttention, BertTransformerLayer
 
-__all__ = ["BertEmbeddings", "BertSelfAttention", "BertTransformerLayer", "MaskedLMHead",
-           "gather_positions", "get_activation"]
+__all__ = ["BertDropout", "BertEmbeddings", "BertSelfAttention", "BertTransformerLayer",
+           "MaskedLMHead", "gather_positions", "get_activation"]

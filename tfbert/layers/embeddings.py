@@ -10,6 +10,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from tfbert.layers.dropout import BertDropout
 from tfbert.layers.precision import float32_policy
 
 
@@ -55,7 +56,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.token_type_embeddings = table(type_vocab_size, "token_type_embeddings")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, name="LayerNorm", dtype=exact)
-        self.output_dropout = keras.layers.Dropout(dropout, name="dropout", dtype=exact)
+        self.output_dropout = BertDropout(dropout, name="dropout", dtype=exact)
         # === Config ===
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from tfbert.layers.activations import get_activation
+from tfbert.layers.dropout import BertDropout
 from tfbert.layers.precision import float32_policy
 
 
@@ -92,6 +93,8 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
         # the small weights, so compute them in float32 (as the fused path already does).
         self._softmax = keras.layers.Softmax(
             axis=self._softmax.axis, dtype=float32_policy(self.dtype_policy))
+        self._dropout_layer = BertDropout(rate=self._dropout, dtype=self.dtype_policy,
+                                          seed=self.seed)
 
 
 def _project_heads(dense: keras.layers.EinsumDense, x):
@@ -147,7 +150,7 @@ class BertTransformerLayer(keras.layers.Layer):
             num_heads=num_attention_heads, key_dim=hidden_size // num_attention_heads,
             dropout=attention_dropout, kernel_initializer=init(), name="attention",
             dtype=self.dtype_policy)
-        self.attention_dropout = keras.layers.Dropout(
+        self.attention_dropout = BertDropout(
             hidden_dropout, name="attention_dropout", dtype=self.dtype_policy)
         self.attention_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, name="attention_LayerNorm", dtype=exact)
@@ -156,7 +159,7 @@ class BertTransformerLayer(keras.layers.Layer):
             name="intermediate", dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(
             hidden_size, kernel_initializer=init(), name="output", dtype=self.dtype_policy)
-        self.output_dropout = keras.layers.Dropout(
+        self.output_dropout = BertDropout(
             hidden_dropout, name="output_dropout", dtype=self.dtype_policy)
         self.output_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, name="output_LayerNorm", dtype=exact)

@@ -6,6 +6,7 @@ from typing import Any
 
 import keras
 
+from tfbert.layers.dropout import BertDropout
 from tfbert.layers.precision import float32_policy
 from tfbert.models.encoder import BertEncoder
 from tfbert.models.task import BertTask
@@ -55,7 +56,7 @@ class BertClassifier(BertTask):
             stddev=encoder.config.initializer_range)
         # === Layers ===
         self.encoder = encoder
-        self.head_dropout = keras.layers.Dropout(dropout, name="head_dropout",
+        self.head_dropout = BertDropout(dropout, name="head_dropout",
                                                  dtype=encoder.dtype_policy)
         self.hidden_layers = [
             keras.layers.Dense(head_hidden_size, activation="relu", kernel_initializer=init(),

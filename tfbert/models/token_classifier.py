@@ -6,6 +6,7 @@ from typing import Any
 
 import keras
 
+from tfbert.layers.dropout import BertDropout
 from tfbert.layers.precision import float32_policy
 from tfbert.models.encoder import BertEncoder
 from tfbert.models.task import BertTask
@@ -45,7 +46,7 @@ class BertTokenClassifier(BertTask):
             raise ValueError(f"BertTokenClassifier: dropout must be in [0, 1), got {dropout!r}")
         # === Layers ===
         self.encoder = encoder
-        self.head_dropout = keras.layers.Dropout(dropout, name="head_dropout",
+        self.head_dropout = BertDropout(dropout, name="head_dropout",
                                                  dtype=encoder.dtype_policy)
         self.output_dense = keras.layers.Dense(
             num_classes, name="logits", dtype=float32_policy(encoder.dtype_policy),

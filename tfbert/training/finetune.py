@@ -271,7 +271,8 @@ class TaskConfig:
         max_train_examples, max_eval_examples: int or None. Use only the first N examples.
         seed: int. Seeds initialisation, dropout and shuffling.
         log_steps: int. TensorBoard interval in optimizer updates (logs in output_dir/logs).
-        mixed_precision: str. "float32", "bfloat16" or "float16".
+        mixed_precision: str. "float32", "bfloat16", "float16" or "auto" (bfloat16 where the
+            hardware runs it natively, see `pretrain.resolve_precision`).
         jit_compile: bool. XLA-compile the train step.
         distribution_strategy: str. One of tfbert.training.distribute.STRATEGIES.
         tpu: str or None. TPU name or address.
@@ -307,7 +308,7 @@ class TaskConfig:
     verbose: int | str = "auto"
 
     def __post_init__(self) -> None:
-        from tfbert.training.pretrain import PRECISIONS
+        from tfbert.training.pretrain import PRECISION_CHOICES
 
         if not self.output_dir:
             raise ValueError("output_dir is required")
@@ -318,8 +319,8 @@ class TaskConfig:
         if self.train_batch_size % self.gradient_accumulation_steps:
             raise ValueError(f"train_batch_size {self.train_batch_size} is not a multiple of "
                              f"gradient_accumulation_steps {self.gradient_accumulation_steps}")
-        if self.mixed_precision not in PRECISIONS:
-            raise ValueError(f"mixed_precision must be one of {tuple(PRECISIONS)}, got "
+        if self.mixed_precision not in PRECISION_CHOICES:
+            raise ValueError(f"mixed_precision must be one of {PRECISION_CHOICES}, got "
                              f"{self.mixed_precision!r}")
         if self.distribution_strategy not in STRATEGIES:
             raise ValueError(f"distribution_strategy must be one of {STRATEGIES}, got "
