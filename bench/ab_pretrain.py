@@ -47,6 +47,25 @@ def _traced_with_stock_attention(make):
     return maker
 
 
+def _traced_with_stock_dropout(make):
+    """A maker whose model traces its step with keras.layers.Dropout's own call (the A side of
+    the BertDropout change)."""
+    def maker(batch):
+        import keras
+
+        from tfbert.layers.dropout import BertDropout
+
+        ours = BertDropout.call
+        BertDropout.call = keras.layers.Dropout.call
+        try:
+            step = make(batch)
+            step()
+        finally:
+            BertDropout.call = ours
+        return step
+    return maker
+
+
 MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_step,
           # Diagnostic variants: XLA forced off/on; no dropout (measures its RNG cost only).
           "tfbert-nojit": lambda b: tfbert_step(b, jit_compile=False),
@@ -54,7 +73,10 @@ MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_s
           "tfbert-nojit-nodropout": lambda b: tfbert_step(b, jit_compile=False, dropout=0.0),
           "tfbert-jit": lambda b: tfbert_step(b, jit_compile=True),
           "keras-hub-nojit": lambda b: keras_hub_step(b, jit_compile=False),
-          "tfbert-stock-attention": _traced_with_stock_attention(tfbert_step)}
+          "tfbert-stock-attention": _traced_with_stock_attention(tfbert_step),
+          "tfbert-stock-dropout": _traced_with_stock_dropout(tfbert_step),
+          "tfbert-jit-stock-dropout": _traced_with_stock_dropout(
+              lambda b: tfbert_step(b, jit_compile=True))}
 
 
 def main() -> None:

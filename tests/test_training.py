@@ -150,6 +150,35 @@ def test_lamb_matches_reference_numpy():
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_adamw_fused_update_matches_keras_and_numpy(jit_compile):
+    """tfbert's AdamW runs Adam's update as TensorFlow's one-pass ResourceApplyAdam: the same
+    weights as keras.optimizers.AdamW and as a numpy transcription (decoupled decay first)."""
+    rng = np.random.default_rng(0)
+    w0 = rng.normal(size=(6, 4)).astype("float32")
+    grads = [rng.normal(size=(6, 4)).astype("float32") for _ in range(4)]
+
+    def run(opt):
+        w = keras.Variable(w0, name="kernel")
+        step = tf.function(lambda g: opt.apply([g], [w]), jit_compile=jit_compile)
+        for g in grads:
+            step(tf.constant(g))
+        graph = step.get_concrete_function(tf.TensorSpec([6, 4])).graph
+        return w.numpy(), {op.type for op in graph.get_operations()}
+
+    ours, ops_used = run(optimization.AdamW(learning_rate=0.05, weight_decay=0.1))
+    if not jit_compile:
+        assert "ResourceApplyAdam" in ops_used
+    keras_w, _ = run(keras.optimizers.AdamW(learning_rate=0.05, weight_decay=0.1))
+    x, m, v = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
+    for t, g in enumerate(grads, start=1):
+        x = x - 0.05 * 0.1 * x
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        x = x - 0.05 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m / (np.sqrt(v) + 1e-7)
+    np.testing.assert_allclose(ours, keras_w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours, x, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("name", ["adamw", "lamb"])
 def test_gradient_accumulation_matches_large_batch(name):
     """k=4 micro-batches of 4 make the same updates (weights, schedule) as batches of 16."""

@@ -223,6 +223,50 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
         # By name, so a deserialized optimizer (Keras does not save the exclusions) keeps them.
         self.exclude_from_weight_decay(var_names=list(_EXCLUDED_NAMES))
 
+    def update_step(self, gradient, variable, learning_rate):
+        """Keras Adam's update in one pass on TensorFlow.
+
+        Keras writes the update as about a dozen elementwise ops, each a full pass over the
+        variable and its two moments; over BERT's parameters (a dense gradient for the whole
+        word table, which the MLM head shares) that is most of the optimizer's time on a CPU.
+        TensorFlow's `ResourceApplyAdam` kernel computes the same formula in that order (m +=
+        (g - m)(1 - b1); v += (g^2 - v)(1 - b2); w -= lr_t m / (sqrt(v) + eps), lr_t = lr
+        sqrt(1 - b2^t) / (1 - b1^t)) in one pass. Other backends, amsgrad, sparse gradients and
+        distributed (mirrored) variables take the Keras path. Weight decay is applied before,
+        by Keras, as always.
+        """
+        handles = self._fused_handles(gradient, variable)
+        if handles is None:
+            return super().update_step(gradient, variable, learning_rate)
+        import tensorflow as tf
+
+        var, m, v = handles
+        dtype = variable.dtype
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=var, m=m, v=v, beta1_power=tf.pow(beta_1, step),
+            beta2_power=tf.pow(beta_2, step), lr=tf.cast(learning_rate, dtype), beta1=beta_1,
+            beta2=beta_2, epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(gradient, dtype), use_locking=False)
+
+    def _fused_handles(self, gradient, variable):
+        """(variable, m, v) resource handles when the fused kernel applies, else None."""
+        if keras.backend.backend() != "tensorflow" or self.amsgrad:
+            return None
+        import tensorflow as tf
+        from tensorflow.python.ops import resource_variable_ops
+
+        if isinstance(gradient, tf.IndexedSlices):
+            return None
+        index = self._get_variable_index(variable)
+        slots = [variable, self._momentums[index], self._velocities[index]]
+        slots = [getattr(s, "value", s) if isinstance(s, keras.Variable) else s for s in slots]
+        if not all(isinstance(s, resource_variable_ops.BaseResourceVariable)
+                   and not isinstance(s, tf.distribute.DistributedValues) for s in slots):
+            return None  # e.g. MirroredVariable: Keras's per-replica update handles those
+        return tuple(s.handle for s in slots)
+
 
 @keras.saving.register_keras_serializable(package="tfbert")
 class Lamb(_BertOptimizer, keras.optimizers.Optimizer):
