@@ -75,6 +75,9 @@ MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_s
           "keras-hub-nojit": lambda b: keras_hub_step(b, jit_compile=False),
           "tfbert-stock-attention": _traced_with_stock_attention(tfbert_step),
           "tfbert-stock-dropout": _traced_with_stock_dropout(tfbert_step),
+          "tfbert-keras-adamw": lambda b: tfbert_step(b, keras_adamw=True),
+          "tfbert-stock-dropout-keras-adamw": _traced_with_stock_dropout(
+              lambda b: tfbert_step(b, keras_adamw=True)),
           "tfbert-jit-stock-dropout": _traced_with_stock_dropout(
               lambda b: tfbert_step(b, jit_compile=True))}
 

@@ -2,8 +2,10 @@
 
 Same config, batch, sequence length and masked positions; float32; each system set up as its users
 run it (tfbert: `BertPretrainer.compile()`'s default jit_compile="auto", which is XLA off on a
-CPU-only TensorFlow and on with an accelerator; keras-hub: TensorFlow backend with
-jit_compile=True; PyTorch: eager CPU with torch.optim.AdamW). keras-hub without XLA is reported
+CPU-only TensorFlow and on with an accelerator, and tfbert's AdamW, Keras AdamW's update in one
+fused pass, with BERT's exclusion of LayerNorm and bias from weight decay; keras-hub: TensorFlow
+backend with jit_compile=True and keras.optimizers.AdamW; PyTorch: eager CPU with
+torch.optim.AdamW; all at learning rate 1e-4 with each library's default weight decay). keras-hub without XLA is reported
 too, so the effect of the XLA setting is visible (see bench/NOTES.md). Reports sequences/s,
 model FLOP/s and MFU against the machine's measured float32 matmul peak.
 
@@ -69,10 +71,13 @@ def _policy(name: str):
 
 
 def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool | str = "auto",
-                dropout: float = 0.1, policy: str = "float32"):
+                dropout: float = 0.1, policy: str = "float32", keras_adamw: bool = False):
+    """tfbert's pretraining step as its users run it: its own AdamW (keras AdamW's math, the
+    update in one fused pass on TensorFlow); keras_adamw=True uses keras.optimizers.AdamW."""
     import keras
 
     from tfbert import BertConfig, BertEncoder, BertPretrainer
+    from tfbert.training.optimization import AdamW
 
     config = BertConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"],
                         num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
@@ -80,7 +85,8 @@ def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool | str = "aut
                         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     with _policy(policy):
         model = BertPretrainer(BertEncoder(config))
-    model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile)
+    optimizer = keras.optimizers.AdamW(1e-4) if keras_adamw else AdamW(learning_rate=1e-4)
+    model.compile(optimizer=optimizer, jit_compile=jit_compile)
     return lambda: model.train_on_batch(batch)
 
 
