@@ -5,9 +5,10 @@ run it (tfbert: `BertPretrainer.compile()`'s default jit_compile="auto", which i
 CPU-only TensorFlow and on with an accelerator, and tfbert's AdamW, Keras AdamW's update in one
 fused pass, with BERT's exclusion of LayerNorm and bias from weight decay; keras-hub: TensorFlow
 backend with jit_compile=True and keras.optimizers.AdamW; PyTorch: eager CPU with
-torch.optim.AdamW; all at learning rate 1e-4 with each library's default weight decay). keras-hub without XLA is reported
-too, so the effect of the XLA setting is visible (see bench/NOTES.md). Reports sequences/s,
-model FLOP/s and MFU against the machine's measured float32 matmul peak.
+torch.optim.AdamW; all at learning rate 1e-4 with each library's default weight decay).
+keras-hub without XLA is reported too, and tfbert with jit_compile=True, so the effect of the
+XLA setting is visible (see bench/NOTES.md). Reports sequences/s, model FLOP/s and MFU against
+the machine's measured float32 matmul peak.
 
 `--bfloat16` adds the same three systems in bfloat16 mixed precision, as their users turn it on
 (tfbert and keras-hub: the `mixed_bfloat16` Keras policy; PyTorch: `torch.autocast("cpu",
@@ -167,7 +168,9 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
                                            SHAPE["intermediate"], SHAPE["vocab"], SEQ,
                                            PREDICTIONS)
     rounds, inner = (3, 2) if quick else (5, 4)
-    systems = {"tfbert": tfbert_step, "keras-hub": keras_hub_step,
+    systems = {"tfbert": tfbert_step,
+               "tfbert (XLA)": lambda b: tfbert_step(b, jit_compile=True),
+               "keras-hub": keras_hub_step,
                "keras-hub (no XLA)": lambda b: keras_hub_step(b, jit_compile=False)}
     if bfloat16:
         systems.update({
@@ -209,9 +212,10 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
                                                      else peak)})
     by = {r["system"]: r for r in rows if "sequences_per_s" in r}
     ratios = {}
-    for ours in ("tfbert", "tfbert" + BF16):  # each precision against its own peers
+    for ours in ("tfbert", "tfbert (XLA)", "tfbert" + BF16):  # against same-precision peers
         for k, v in by.items():
-            if ours in by and k != ours and k.endswith(BF16) == ours.endswith(BF16):
+            if (ours in by and not k.startswith("tfbert")
+                    and k.endswith(BF16) == ours.endswith(BF16)):
                 ratios[f"{ours}/{k}"] = by[ours]["sequences_per_s"] / v["sequences_per_s"]
     result = {"config": {**SHAPE, "seq": SEQ, "batch": BATCH, "predictions": PREDICTIONS,
                          "dtype": "float32" + (" and mixed bfloat16" if bfloat16 else "")},
