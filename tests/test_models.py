@@ -411,3 +411,16 @@ def test_runs_under_jax_backend():
 def test_lazy_exports():
     assert tfbert.BertEncoder is BertEncoder
     assert tfbert.count_parameters("bert-mini")["total"] == 11_170_560
+
+
+def test_pretrainer_auto_jit_compile_on_cpu():
+    """jit_compile="auto": XLA for a float32 model on a CPU-only TensorFlow, none under mixed
+    precision (oneDNN's bfloat16 matmuls beat XLA's CPU dots)."""
+    import tensorflow as tf
+
+    from tfbert.models.pretrainer import _auto_jit_compile
+
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("CPU-only rule")
+    assert _auto_jit_compile("float32") is True
+    assert _auto_jit_compile("bfloat16") is False

@@ -88,15 +88,19 @@ class BertPretrainer(BertTask):
                 optimizer.
             loss: must be None (the model computes MLM + NSP itself).
             **kwargs: other keras.Model.compile arguments (jit_compile, steps_per_execution, ...).
-                Keep jit_compile="auto" (the default) unless measured otherwise: it is XLA off on
-                a CPU-only TensorFlow, where the TF graph with oneDNN kernels ran the pretraining
-                step 1.5x faster than XLA (bench/NOTES.md), and XLA on with a GPU/TPU or JAX.
+                jit_compile="auto" (the default) is XLA on with a GPU/TPU or JAX, as Keras
+                decides; on a CPU-only TensorFlow it is XLA on for a float32 model and off for a
+                mixed-precision one. Measured on a quiet 2-core Xeon (bench/NOTES.md): XLA ran
+                the float32 step 1.12x faster than the TF graph with oneDNN kernels, while in
+                bfloat16 oneDNN's AMX matmuls are far ahead of XLA's CPU dots.
         """
         if loss is not None:
             raise ValueError("BertPretrainer computes its own MLM + NSP loss; "
                              f"compile() takes no loss (got {loss!r})")
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(1e-4)
+        if kwargs.get("jit_compile", "auto") == "auto":
+            kwargs["jit_compile"] = _auto_jit_compile(self.compute_dtype)
         super(BertTask, self).compile(optimizer=optimizer, **kwargs)
 
     @staticmethod
@@ -140,3 +144,15 @@ class BertPretrainer(BertTask):
         self.mlm_accuracy.update_state(mlm_ids, mlm_logits, sample_weight=mlm_weights)
         self.nsp_accuracy.update_state(nsp_labels, nsp_logits)
         return scale_loss_for_distribution(loss)
+
+
+def _auto_jit_compile(compute_dtype: str) -> bool | str:
+    """BertPretrainer's jit_compile="auto": Keras's choice, except on a CPU-only TensorFlow,
+    where XLA runs the float32 step faster and the mixed-precision one slower."""
+    if keras.backend.backend() != "tensorflow":
+        return "auto"
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU") or tf.config.list_logical_devices("TPU"):
+        return "auto"
+    return compute_dtype == "float32"
