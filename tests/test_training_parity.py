@@ -5,8 +5,10 @@ BertForPreTraining (PyTorch) on the same synthetic masked-LM task, same batches,
 The task can only be solved through positional attention (token t = token t-1 + 1, masked
 tokens predicted from their neighbours), so it checks the part of pretraining the built-in
 default run is slowest at: both models sit on the plateau first and leave it within the same
-step budget. The initial weights differ (each library's own initializer), so the curves are
-compared at coarse points, not step by step.
+step budget. The initial weights differ (each library's own initializer) and when a model leaves
+the plateau depends on them and on the dropout draws (over four seeds tfbert's 50-step mean at
+step 600 ranged from 3.4 to 5.3, both with Keras's dropout and with BertDropout), so the curves
+are compared by when they leave it, with that spread as the tolerance, not step by step.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 import pytest
 
 V, T, B, P = 200, 32, 32, 4
-STEPS = 600
+STEPS = 1000
 
 
 def batches(seed: int = 0):
@@ -90,8 +92,11 @@ def test_positional_mlm_learned_like_transformers():
     reference = torch_mlm_losses()  # first: skips at once without torch
     ours = tfbert_mlm_losses()
     window = lambda xs, step: float(np.mean(xs[step - 50:step]))  # noqa: E731
+
+    def leaves(losses):  # first step whose 50-step mean is clearly below the plateau
+        return next(s for s in range(50, STEPS + 1) if window(losses, s) < 4.8)
+
     for losses in (ours, reference):
         assert window(losses, 200) > 4.8  # the unigram plateau: ln(195) = 5.27
         assert window(losses, STEPS) < 3.8  # left it: neighbours are used
-    for step in (400, STEPS):  # measured: 4.30 / 4.26 and 2.73 / 2.78
-        assert abs(window(ours, step) - window(reference, step)) < 0.4
+    assert abs(leaves(ours) - leaves(reference)) < 300, (leaves(ours), leaves(reference))
