@@ -28,40 +28,27 @@ from bench_pretrain import (  # noqa: E402
 )
 
 
-def _traced_with_stock_attention(make):
-    """A maker whose model traces its step with keras MultiHeadAttention's own attention math
-    (the A side of the additive-mask-bias change)."""
-    def maker(batch):
-        import keras
-
-        from tfbert.layers.transformer import BertSelfAttention
-
-        ours = BertSelfAttention._compute_attention
-        BertSelfAttention._compute_attention = keras.layers.MultiHeadAttention._compute_attention
-        try:
-            step = make(batch)
-            step()  # traces (and compiles) the train step with the stock attention
-        finally:
-            BertSelfAttention._compute_attention = ours
-        return step
-    return maker
-
-
-def _traced_with_stock_dropout(make):
-    """A maker whose model traces its step with keras.layers.Dropout's own call (the A side of
-    the BertDropout change)."""
+def _traced_with_stock(piece: str, make):
+    """A maker whose model traces its train step with a stock Keras method put back in place of
+    tfbert's (the A side of an A/B): "attention" is keras MultiHeadAttention's own attention
+    math (the additive-mask-bias change), "dropout" keras.layers.Dropout's call (BertDropout)."""
     def maker(batch):
         import keras
 
         from tfbert.layers.dropout import BertDropout
+        from tfbert.layers.transformer import BertSelfAttention
 
-        ours = BertDropout.call
-        BertDropout.call = keras.layers.Dropout.call
+        owner, name, stock = {
+            "attention": (BertSelfAttention, "_compute_attention",
+                          keras.layers.MultiHeadAttention._compute_attention),
+            "dropout": (BertDropout, "call", keras.layers.Dropout.call)}[piece]
+        ours = getattr(owner, name)
+        setattr(owner, name, stock)
         try:
             step = make(batch)
-            step()
+            step()  # traces (and compiles) the train step with the stock piece
         finally:
-            BertDropout.call = ours
+            setattr(owner, name, ours)
         return step
     return maker
 
@@ -73,13 +60,13 @@ MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_s
           "tfbert-nojit-nodropout": lambda b: tfbert_step(b, jit_compile=False, dropout=0.0),
           "tfbert-jit": lambda b: tfbert_step(b, jit_compile=True),
           "keras-hub-nojit": lambda b: keras_hub_step(b, jit_compile=False),
-          "tfbert-stock-attention": _traced_with_stock_attention(tfbert_step),
-          "tfbert-stock-dropout": _traced_with_stock_dropout(tfbert_step),
+          "tfbert-stock-attention": _traced_with_stock("attention", tfbert_step),
+          "tfbert-stock-dropout": _traced_with_stock("dropout", tfbert_step),
           "tfbert-keras-adamw": lambda b: tfbert_step(b, keras_adamw=True),
-          "tfbert-stock-dropout-keras-adamw": _traced_with_stock_dropout(
-              lambda b: tfbert_step(b, keras_adamw=True)),
-          "tfbert-jit-stock-dropout": _traced_with_stock_dropout(
-              lambda b: tfbert_step(b, jit_compile=True))}
+          "tfbert-stock-dropout-keras-adamw": _traced_with_stock(
+              "dropout", lambda b: tfbert_step(b, keras_adamw=True)),
+          "tfbert-jit-stock-dropout": _traced_with_stock(
+              "dropout", lambda b: tfbert_step(b, jit_compile=True))}
 
 
 def main() -> None:
