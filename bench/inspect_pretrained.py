@@ -7,7 +7,10 @@
   neighbouring rows (smooth, high, once positions are learned);
 - masked-LM accuracy on those batches and the share of the single most predicted token;
 - the pipeline's masking, as a check: shares of masked positions holding [MASK] and keeping
-  their token.
+  their token;
+- the unigram baseline: the entropy of the token frequencies of the first training records, and
+  the masked-LM loss on the held-out masked positions of a model that predicts those
+  frequencies everywhere (the plateau a model that ignores context sits on).
 
     python bench/inspect_pretrained.py [--model output/pretrain_default/model] [--batches 4]
 """
@@ -28,11 +31,14 @@ def main() -> None:
     parser.add_argument("--model", default="output/pretrain_default/model")
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--cache_dir", default="cache")
+    parser.add_argument("--unigram_records", type=int, default=20000,
+                        help="training records counted for the unigram baseline")
     args = parser.parse_args()
     import numpy as np
 
     import tfbert
     from tfbert import checkpoints
+    from tfbert.data import records
     from tfbert.data.pretraining import pretraining_dataset
     from tfbert.training.pretrain import default_data
 
@@ -45,6 +51,17 @@ def main() -> None:
     vocab = open(os.path.join(args.model, "vocab.txt"), encoding="utf-8").read().split("\n")
     ds = pretraining_dataset(data.eval_files, os.path.join(args.model, "vocab.txt"), seq, 20, 32,
                              seed=1, lower_case=config.lower_case, repeat=False, shuffle=False)
+    tokenizer = tfbert.BertTokenizer(os.path.join(args.model, "vocab.txt"),
+                                     lower_case=config.lower_case)
+    counts = np.zeros(len(tokenizer.vocab))
+    texts = records.read_records(records.expand_file_pattern(data.train_files)).take(
+        args.unigram_records).batch(1024).map(records.parse_examples)
+    for batch in texts:
+        for key in ("text_a", "text_b"):
+            counts += np.bincount(tokenizer.tokenize(batch[key]).flat_values.numpy(),
+                                  minlength=len(counts))
+    frequency = (counts + 1) / (counts + 1).sum()  # add-one: no label gets probability 0
+    unigram_loss = 0.0
     correct = total = keep = masked = 0.0
     predicted: dict[int, int] = {}
     per_layer: list[list[float]] = []
@@ -57,6 +74,7 @@ def main() -> None:
         out = pretrainer(x, training=False)
         guess = np.asarray(out["mlm_logits"]).argmax(-1)
         correct += float((guess == x["masked_lm_ids"])[valid].sum())
+        unigram_loss -= float(np.log(frequency[x["masked_lm_ids"][valid]]).sum())
         total += float(valid.sum())
         for g in guess[valid]:
             predicted[int(g)] = predicted.get(int(g), 0) + 1
@@ -87,6 +105,9 @@ def main() -> None:
         "most_predicted_token_share": top_count / total,
         "masked_positions_holding_mask": masked / total,
         "masked_positions_keeping_their_token": keep / total,
+        "unigram_entropy_of_training_tokens": float(
+            -(counts[counts > 0] / counts.sum() * np.log(counts[counts > 0] / counts.sum())).sum()),
+        "unigram_masked_lm_loss": unigram_loss / total,
     }
     print(json.dumps(report, indent=2, ensure_ascii=False))
 

@@ -6,9 +6,8 @@ The task can only be solved through positional attention (token t = token t-1 + 
 tokens predicted from their neighbours), so it checks the part of pretraining the built-in
 default run is slowest at: both models sit on the plateau first and leave it within the same
 step budget. The initial weights differ (each library's own initializer) and when a model leaves
-the plateau depends on them and on the dropout draws (over four seeds tfbert's 50-step mean at
-step 600 ranged from 3.4 to 5.3, both with Keras's dropout and with BertDropout), so the curves
-are compared by when they leave it, with that spread as the tolerance, not step by step.
+the plateau depends strongly on them and on the dropout draws, so the curves are compared by
+when they leave it, with a wide tolerance, not step by step (`pytest -s` prints the figures).
 """
 
 from __future__ import annotations
@@ -99,4 +98,7 @@ def test_positional_mlm_learned_like_transformers():
     for losses in (ours, reference):
         assert window(losses, 200) > 4.8  # the unigram plateau: ln(195) = 5.27
         assert window(losses, STEPS) < 3.8  # left it: neighbours are used
+    print(f"left the plateau at step {leaves(ours)} (tfbert) / {leaves(reference)} "
+          f"(transformers); step {STEPS}: {window(ours, STEPS):.2f} / "
+          f"{window(reference, STEPS):.2f}")
     assert abs(leaves(ours) - leaves(reference)) < 300, (leaves(ours), leaves(reference))
