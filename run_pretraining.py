@@ -47,6 +47,10 @@ flags.DEFINE_integer("max_predictions_per_seq", _D.max_predictions_per_seq,
 flags.DEFINE_float("masked_lm_prob", _D.masked_lm_prob, "Share of tokens to mask.")
 flags.DEFINE_bool("whole_word_mask", _D.whole_word_mask, "Mask whole words (jieba words for "
                   "Chinese; records need word starts, see create_pretraining_data.py).")
+flags.DEFINE_enum("position_embedding_init", _D.position_embedding_init,
+                  ["random", "sinusoidal"], "A fresh model's position table: BERT's truncated "
+                  "normal, or sinusoids scaled to the same spread (leaves the masked-LM plateau "
+                  "sooner).")
 flags.DEFINE_string("cache_dir", _D.cache_dir, "Cache for the built-in data.")
 flags.adopt_module_key_flags(common_flags)  # list the shared flags in --help too
 

@@ -31,17 +31,21 @@ from bench_pretrain import (  # noqa: E402
 def _traced_with_stock(piece: str, make):
     """A maker whose model traces its train step with a stock Keras method put back in place of
     tfbert's (the A side of an A/B): "attention" is keras MultiHeadAttention's own attention
-    math (the additive-mask-bias change), "dropout" keras.layers.Dropout's call (BertDropout)."""
+    math (the additive-mask-bias change), "dropout" keras.layers.Dropout's call (BertDropout),
+    "last-layer" the pretrainer's full functional graph (its last block on every position)."""
     def maker(batch):
         import keras
 
         from tfbert.layers.dropout import BertDropout
         from tfbert.layers.transformer import BertSelfAttention
+        from tfbert.models.encoder import FeatureDictModel
+        from tfbert.models.pretrainer import BertPretrainer
 
         owner, name, stock = {
             "attention": (BertSelfAttention, "_compute_attention",
                           keras.layers.MultiHeadAttention._compute_attention),
-            "dropout": (BertDropout, "call", keras.layers.Dropout.call)}[piece]
+            "dropout": (BertDropout, "call", keras.layers.Dropout.call),
+            "last-layer": (BertPretrainer, "call", FeatureDictModel.call)}[piece]
         ours = getattr(owner, name)
         setattr(owner, name, stock)
         try:
@@ -66,7 +70,10 @@ MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_s
           "tfbert-stock-dropout-keras-adamw": _traced_with_stock(
               "dropout", lambda b: tfbert_step(b, keras_adamw=True)),
           "tfbert-jit-stock-dropout": _traced_with_stock(
-              "dropout", lambda b: tfbert_step(b, jit_compile=True))}
+              "dropout", lambda b: tfbert_step(b, jit_compile=True)),
+          "tfbert-full-last-layer": _traced_with_stock("last-layer", tfbert_step),
+          "tfbert-nojit-full-last-layer": _traced_with_stock(
+              "last-layer", lambda b: tfbert_step(b, jit_compile=False))}
 
 
 def main() -> None:

@@ -82,17 +82,25 @@ def matmul_peak_flops(n: int = 2048, dtype: str = "float32", reps: int = 5) -> f
 
 
 def bert_forward_flops(hidden: int, layers: int, intermediate: int, vocab: int, seq: int,
-                       predictions: int, nsp: bool = True) -> float:
+                       predictions: int, nsp: bool = True,
+                       last_layer_rows: int | None = None) -> float:
     """Matmul FLOPs of one sequence's forward pass through encoder + MLM head (+ NSP).
 
     Per layer: Q, K, V, output projections 4*2*T*H^2; scores and context 2*2*T^2*H; FFN 2*2*T*H*I.
     MLM head on `predictions` gathered positions: transform 2*H^2 and vocab projection 2*H*V each.
     Embedding lookups and elementwise work are not counted (as in MFU conventions).
+    `last_layer_rows` = R: the last layer computes its output only at R rows (tfbert's
+    pretrainer: [CLS] and the masked positions): K, V on T rows, Q, output, attention and FFN
+    on R.
     """
-    per_layer = 8 * seq * hidden**2 + 4 * seq**2 * hidden + 4 * seq * hidden * intermediate
+    def layer(rows: int) -> int:
+        return (4 * seq * hidden**2 + 4 * rows * hidden**2 + 4 * rows * seq * hidden
+                + 4 * rows * hidden * intermediate)
+
+    last = layer(seq if last_layer_rows is None else last_layer_rows)
     head = predictions * (2 * hidden**2 + 2 * hidden * vocab)
     pooler_nsp = (2 * hidden**2 + 4 * hidden) if nsp else 0
-    return layers * per_layer + head + pooler_nsp
+    return (layers - 1) * layer(seq) + last + head + pooler_nsp
 
 
 def machine_name() -> str:

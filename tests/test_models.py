@@ -125,6 +125,46 @@ def test_pretrainer(tmp_path):
     assert model.mlm_head.token_embedding is model.encoder.embeddings.word_embeddings
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_pretrainer_last_layer_only_at_read_rows(policy):
+    """BertPretrainer.call computes its last block only at [CLS] and the masked positions; its
+    logits and every gradient equal those of the full encoder graph (padding positions 0 and
+    repeated positions included)."""
+    config = tiny_config(num_hidden_layers=3)
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        model = BertPretrainer(BertEncoder(config))
+    finally:
+        keras.config.set_dtype_policy(previous)
+    features = make_features(config, batch_size=4, max_predictions=5, seed=5)
+    features["masked_lm_positions"][3, 3:] = 0  # padded predictions point at position 0
+    features["masked_lm_positions"][2, 1] = features["masked_lm_positions"][2, 0]
+
+    def full_graph(x):
+        out = model.encoder(x)
+        return {"mlm_logits": model.mlm_head(out["sequence_output"], x["masked_lm_positions"]),
+                "nsp_logits": model.nsp_head(out["pooled_output"])}
+
+    def loss_and_grads(forward):
+        with tf.GradientTape() as tape:
+            out = forward(features)
+            loss = model.compute_loss(features, None, out)
+        return out, loss, tape.gradient(loss, model.trainable_variables)
+
+    ours, loss, grads = loss_and_grads(model)
+    ref, ref_loss, ref_grads = loss_and_grads(full_graph)
+    tol = 1e-5 if policy == "float32" else 2e-2
+    assert ours["mlm_logits"].shape == (4, 5, 97)
+    for key in ref:
+        assert_all_close(ours[key], ref[key], atol=tol, what=key)
+    np.testing.assert_allclose(float(loss), float(ref_loss), rtol=tol)
+    for var, g, r in zip(model.trainable_variables, grads, ref_grads, strict=True):
+        g, r = tf.convert_to_tensor(g), tf.convert_to_tensor(r)
+        scale = float(tf.reduce_max(tf.abs(r))) + 1e-6
+        assert float(tf.reduce_max(tf.abs(g - r))) <= tol * scale, var.path
+
+
 def _expected_pretraining_metrics(out, features):
     def ce(logits, labels):
         logits = logits - logits.max(-1, keepdims=True)

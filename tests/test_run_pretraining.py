@@ -78,6 +78,32 @@ def test_auto_precision_follows_the_hardware(monkeypatch):
         PretrainConfig(mixed_precision="bf16").validate()
 
 
+def test_sinusoidal_position_init():
+    """The table's spread is BERT's initializer_range, and row t + k is the same rotation of
+    row t's (sin, cos) pairs for every t (what makes relative positions linear to learn)."""
+    from tfbert import BertConfig, BertEncoder
+
+    table = pretrain.sinusoidal_positions(64, 32, 0.02)
+    assert table.shape == (64, 32) and table.dtype == np.float32
+    np.testing.assert_allclose(table.std(), 0.02, rtol=1e-5)
+    pairs = table.reshape(64, 16, 2)[..., ::-1].astype("float64")  # (cos, sin) per frequency
+    angle = lambda t: np.arctan2(pairs[t, :, 1], pairs[t, :, 0])  # noqa: E731
+    shift = np.angle(np.exp(1j * (angle(13) - angle(10))))
+    for t in (0, 20, 50):
+        np.testing.assert_allclose(np.angle(np.exp(1j * (angle(t + 3) - angle(t)))), shift,
+                                   atol=1e-5)
+    encoder = BertEncoder(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=4, intermediate_size=64,
+                                     max_position_embeddings=64))
+    before = encoder.embeddings.position_embeddings.embeddings.numpy()
+    pretrain.init_position_embeddings(encoder, "random")
+    np.testing.assert_array_equal(encoder.embeddings.position_embeddings.embeddings, before)
+    pretrain.init_position_embeddings(encoder, "sinusoidal")
+    np.testing.assert_array_equal(encoder.embeddings.position_embeddings.embeddings, table)
+    with pytest.raises(ValueError, match="position_embedding_init must be one of"):
+        PretrainConfig(position_embedding_init="sine").validate()
+
+
 def _flags(config: PretrainConfig) -> list[str]:
     skip = {"verbose", "cache_dir", "default_num_shards"}
     out = []

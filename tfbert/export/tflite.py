@@ -270,12 +270,19 @@ def tflite_ops(content: bytes) -> tuple[list[str], list[str]]:
     return sorted(builtin), sorted(custom)
 
 
-def make_interpreter(path_or_content: str | bytes, text_ops: bool) -> Any:
-    """A Python TFLite interpreter; `text_ops` registers TF Text's TFLite kernels."""
+def make_interpreter(path_or_content: str | bytes, text_ops: bool,
+                     num_threads: int | None = None) -> Any:
+    """A Python TFLite interpreter; `text_ops` registers TF Text's TFLite kernels.
+
+    num_threads: CPU threads for its kernels (XNNPACK included); None is TFLite's default,
+    one thread.
+    """
     from tensorflow.lite.python import interpreter as interpreter_lib
 
     source = ({"model_path": path_or_content} if isinstance(path_or_content, str)
               else {"model_content": path_or_content})
+    if num_threads is not None:
+        source["num_threads"] = num_threads
     with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
         # tf.lite.Interpreter warns that it moves to ai_edge_litert; TF Text's custom-op hook
         # exists only here.

@@ -87,9 +87,14 @@ class MaskedLMHead(keras.layers.Layer):
             shape=(self.vocab_size,), initializer="zeros", name="output_bias")
         self.built = True
 
-    def call(self, sequence_output, masked_lm_positions):
-        """sequence_output [B, T, H], masked_lm_positions int [B, P] -> float32 logits [B, P, V]."""
-        x = gather_positions(sequence_output, masked_lm_positions)  # [B, P, H]
+    def call(self, sequence_output, masked_lm_positions=None):
+        """sequence_output [B, T, H], masked_lm_positions int [B, P] -> float32 logits [B, P, V].
+
+        masked_lm_positions=None: `sequence_output` holds the masked rows already ([B, P, H]).
+        """
+        x = sequence_output
+        if masked_lm_positions is not None:
+            x = gather_positions(x, masked_lm_positions)  # [B, P, H]
         x = self.transform_dense(x)  # [B, P, H]
         x = self.transform_layer_norm(x)  # [B, P, H]
         table = ops.cast(self.token_embedding.embeddings, self.compute_dtype)  # [V, H]

@@ -13,6 +13,7 @@ from keras import ops
 
 from tfbert.layers.activations import get_activation
 from tfbert.layers.dropout import BertDropout
+from tfbert.layers.heads import gather_positions
 from tfbert.layers.precision import float32_policy
 
 
@@ -185,29 +186,36 @@ class BertTransformerLayer(keras.layers.Layer):
         self.built = True
 
     def call(self, x, attention_mask=None, training: bool | None = None,
-             return_attention_probs: bool = False):
+             return_attention_probs: bool = False, query_positions=None):
         """Runs the block.
 
         Args:
             x: float [B, T, H]. The previous block's output.
-            attention_mask: bool [B, 1, T] (key padding) or [B, T, T]; True = attend.
+            attention_mask: bool [B, 1, T] (key padding); [B, T, T] only without
+                query_positions. True = attend.
             training: bool. Dropout on when True.
-            return_attention_probs: bool. Also return the float32 [B, N, T, T] probabilities.
+            return_attention_probs: bool. Also return the float32 [B, N, Q, T] probabilities.
+            query_positions: int [B, Q] or None. Compute the block's output only at these
+                positions (keys and values still come from all T): the rows are exactly those
+                of the full output, at a fraction of the cost when Q << T. The pretrainer's
+                last block needs only [CLS] and the masked positions.
 
         Returns:
-            [B, T, H], or ([B, T, H], [B, N, T, T]) with return_attention_probs.
+            [B, Q, H] (Q = T without query_positions), or with return_attention_probs a pair of
+            that and [B, N, Q, T].
         """
+        query = x if query_positions is None else gather_positions(x, query_positions)
         attention_output = self.attention(
-            x, x, attention_mask=attention_mask, training=training,
+            query, x, attention_mask=attention_mask, training=training,
             return_attention_scores=return_attention_probs)
         if return_attention_probs:
-            attention_output, probs = attention_output  # probs: [B, N, T, T]
+            attention_output, probs = attention_output  # probs: [B, N, Q, T]
         attention_output = self.attention_dropout(attention_output, training=training)
-        x = self.attention_layer_norm(x + ops.cast(attention_output, x.dtype))  # [B, T, H]
-        h = self.intermediate_dense(x)  # [B, T, I]
-        h = self.output_dense(h)  # [B, T, H]
+        x = self.attention_layer_norm(query + ops.cast(attention_output, x.dtype))  # [B, Q, H]
+        h = self.intermediate_dense(x)  # [B, Q, I]
+        h = self.output_dense(h)  # [B, Q, H]
         h = self.output_dropout(h, training=training)
-        x = self.output_layer_norm(x + ops.cast(h, x.dtype))  # [B, T, H]
+        x = self.output_layer_norm(x + ops.cast(h, x.dtype))  # [B, Q, H]
         return (x, probs) if return_attention_probs else x
 
     def get_config(self) -> dict[str, Any]:

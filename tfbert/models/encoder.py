@@ -153,12 +153,40 @@ class BertEncoder(FeatureDictModel):
         # === Functional Model ===
         inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
                   for name in ENCODER_INPUTS}
-        x = self.embeddings(inputs["input_ids"], inputs["segment_ids"])  # [B, T, H]
+        outputs = self.forward(inputs, output_attention_probs=output_attention_probs)
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.config = config
+        self.output_attention_probs = output_attention_probs
+
+    def forward(self, inputs: dict[str, Any], training: bool | None = None,
+                output_attention_probs: bool = False, last_layer_positions: Any = None
+                ) -> dict[str, Any]:
+        """The encoder's computation (its functional graph is this on symbolic inputs).
+
+        Args:
+            inputs: dict of int32 [B, T] `input_ids`, `input_mask`, `segment_ids`.
+            training: bool or None. Dropout on when True.
+            output_attention_probs: bool. Also return every layer's attention probabilities.
+            last_layer_positions: int [B, Q] or None. Compute the last block only at these
+                positions (`BertTransformerLayer`'s query_positions): `sequence_output` and the
+                last of `encoder_outputs` are then [B, Q, H], holding exactly those rows of
+                the full outputs, and `pooled_output` reads row 0, so position 0 ([CLS]) must
+                come first for it to be BERT's pooled output.
+
+        Returns:
+            The outputs dict of the class docstring.
+        """
+        x = self.embeddings(inputs["input_ids"], inputs["segment_ids"],
+                            training=training)  # [B, T, H]
         attention_mask = ops.expand_dims(ops.cast(inputs["input_mask"], "bool"), 1)  # [B, 1, T]
         encoder_outputs, attention_probs = [], []
-        for layer in self.transformer_layers:
-            x = layer(x, attention_mask=attention_mask,
-                      return_attention_probs=output_attention_probs)
+        last = len(self.transformer_layers) - 1
+        for i, layer in enumerate(self.transformer_layers):
+            x = layer(x, attention_mask=attention_mask, training=training,
+                      return_attention_probs=output_attention_probs,
+                      query_positions=last_layer_positions if i == last else None)
             if output_attention_probs:
                 x, probs = x  # probs: [B, N, T, T]
                 attention_probs.append(probs)
@@ -168,11 +196,7 @@ class BertEncoder(FeatureDictModel):
                    "encoder_outputs": encoder_outputs}
         if output_attention_probs:
             outputs["attention_probs"] = attention_probs
-        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
-
-        # === Config ===
-        self.config = config
-        self.output_attention_probs = output_attention_probs
+        return outputs
 
     def get_config(self) -> dict[str, Any]:
         # Not chained to super(): a functional model's config is its graph, and the graph is a

@@ -55,6 +55,7 @@ RESULTS_FILE = "pretrain_results.json"
 HISTORY_FILE = "pretrain_history.json"
 RUN_CONFIG_FILE = "pretrain_config.json"
 METRICS = ("loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy", "next_sentence_accuracy")
+POSITION_INITS = ("random", "sinusoidal")
 
 # The built-in default: a small Chinese BERT (bert-mini's shape), 3,600 steps of 32 sequences:
 # about 30 minutes on two CPU cores with bfloat16 matmuls (AMX). vocab_size comes from the vocab
@@ -82,6 +83,9 @@ class PretrainConfig:
         preset: str or None. A BertConfig preset name (its vocab_size follows the vocab).
         vocab_file: str or None. WordPiece vocab (None with the built-in data: its vocab).
         init_checkpoint: str or None. Start from these weights (any `from_pretrained` format).
+        position_embedding_init: str. How a fresh model's position table starts: "random"
+            (BERT's truncated normal) or "sinusoidal" (`sinusoidal_positions`). Ignored with
+            init_checkpoint and on resume.
         do_lower_case: bool or None. Tokenizer case folding; None: the model config's.
         max_seq_length: int. T.
         max_predictions_per_seq: int. Masked positions per sequence, P.
@@ -120,6 +124,7 @@ class PretrainConfig:
     preset: str | None = None
     vocab_file: str | None = None
     init_checkpoint: str | None = None
+    position_embedding_init: str = "random"
     do_lower_case: bool | None = None
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
@@ -169,6 +174,9 @@ class PretrainConfig:
         if self.max_predictions_per_seq > self.max_seq_length:
             raise ValueError(f"max_predictions_per_seq {self.max_predictions_per_seq} is larger "
                              f"than max_seq_length {self.max_seq_length}")
+        if self.position_embedding_init not in POSITION_INITS:
+            raise ValueError(f"position_embedding_init must be one of {POSITION_INITS}, got "
+                             f"{self.position_embedding_init!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.mixed_precision not in PRECISION_CHOICES:
@@ -397,6 +405,36 @@ def build_pretrainer(bert_config: BertConfig | None, init_checkpoint: str | None
     return BertPretrainer(BertEncoder(bert_config))
 
 
+def sinusoidal_positions(rows: int, width: int, stddev: float) -> Any:
+    """Vaswani et al.'s sinusoid table [rows, width], scaled to standard deviation `stddev`.
+
+    A starting point for BERT's learned position table, not a change of architecture: the
+    table stays a trainable variable and checkpoints are unchanged. In a sinusoid table the
+    row of position t + k is a fixed rotation of row t's frequency pairs, so "attend to the
+    previous token" is one linear map of the query/key projections for every position at once;
+    from random rows it has to be learned pair by pair, which is what keeps a short masked-LM
+    run on its bag-of-characters plateau (README, "Fine-tuning quality").
+    """
+    import numpy as np
+
+    position = np.arange(rows, dtype="float64")[:, None]
+    rate = 10000.0 ** (-np.arange(0, width, 2, dtype="float64") / width)  # [ceil(W / 2)]
+    table = np.zeros((rows, width))
+    table[:, 0::2] = np.sin(position * rate)
+    table[:, 1::2] = np.cos(position * rate[:width // 2])
+    return (table * stddev / table.std()).astype("float32")
+
+
+def init_position_embeddings(encoder: Any, scheme: str) -> None:
+    """Sets a fresh encoder's position table by `scheme` (one of POSITION_INITS)."""
+    if scheme == "random":
+        return
+    config = encoder.config
+    table = encoder.embeddings.position_embeddings.embeddings
+    table.assign(sinusoidal_positions(config.max_position_embeddings, config.hidden_size,
+                                      config.initializer_range))
+
+
 def _skip_symbolic_build(model: keras.Model) -> None:
     """Stops Keras's TF trainer from pulling a first batch in fit/evaluate to build the model.
 
@@ -579,6 +617,8 @@ def run_pretraining(config: PretrainConfig,
             variables=model.trainable_variables)
         model.compile(optimizer=optimizer, jit_compile=config.jit_compile)
         optimizer.build(model.trainable_variables)
+        if not config.init_checkpoint:  # a resume restores the table below
+            init_position_embeddings(model.encoder, config.position_embedding_init)
         _skip_symbolic_build(model)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
