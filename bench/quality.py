@@ -68,7 +68,12 @@ def tfidf_baseline(grid: tuple[tuple[int, float], ...] = ((2, 1.0), (2, 3.0), (2
 
 
 def bert_runs(pretrained: str, output_dir: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Sentiment and NER fine-tuning, from random init and from `pretrained`."""
+    """Sentiment and NER fine-tuning, from random init and from `pretrained`.
+
+    With several learning rates, each start runs them all and keeps the one with the best dev
+    score (accuracy, entity F1): the two starts need not share a best rate, and test is read
+    only for the rate dev picked. Every rate's dev score is kept under "dev_by_learning_rate".
+    """
     from tfbert.tasks.classifier import ClassifierConfig, run_classifier
     from tfbert.tasks.ner import NerConfig, run_ner
 
@@ -77,23 +82,28 @@ def bert_runs(pretrained: str, output_dir: str, args: argparse.Namespace) -> dic
     starts = {"random_init": {"bert_config_file": config_file, "vocab_file": vocab_file},
               "pretrained": {"init_checkpoint": pretrained}}
     common = dict(max_seq_length=args.max_seq_length, train_batch_size=args.batch_size,
-                  num_train_epochs=args.epochs, learning_rate=args.learning_rate,
-                  max_train_examples=args.max_train_examples,
+                  num_train_epochs=args.epochs, max_train_examples=args.max_train_examples,
                   max_eval_examples=args.max_eval_examples, seed=args.seed, verbose=2)
+    tasks = {"sentiment": (run_classifier, ClassifierConfig, {"task_name": "sentiment"},
+                           "accuracy"),
+             "ner": (run_ner, NerConfig, {"task_name": "people_daily"}, "f1")}
     out: dict[str, Any] = {}
     for name, start in starts.items():
-        if "sentiment" in args.only:
-            t0 = time.time()
-            result = run_classifier(ClassifierConfig(
-                output_dir=os.path.join(output_dir, f"sentiment_{name}"),
-                task_name="sentiment", **start, **common))
-            out[f"sentiment_{name}"] = {**_strip(result), "seconds": round(time.time() - t0)}
-        if "ner" in args.only:
-            t0 = time.time()
-            result = run_ner(NerConfig(
-                output_dir=os.path.join(output_dir, f"ner_{name}"),
-                task_name="people_daily", **start, **common))
-            out[f"ner_{name}"] = {**_strip(result), "seconds": round(time.time() - t0)}
+        for task, (run, config_cls, task_args, metric) in tasks.items():
+            if task not in args.only:
+                continue
+            runs = {}
+            for lr in args.learning_rate:
+                suffix = "" if len(args.learning_rate) == 1 else f"_lr{lr:g}"
+                t0 = time.time()
+                result = run(config_cls(
+                    output_dir=os.path.join(output_dir, f"{task}_{name}{suffix}"),
+                    learning_rate=lr, **task_args, **start, **common))
+                runs[lr] = {**_strip(result), "learning_rate": lr,
+                            "seconds": round(time.time() - t0)}
+            best = max(runs.values(), key=lambda r: r["dev"][metric])
+            out[f"{task}_{name}"] = {**best, "dev_by_learning_rate": {
+                f"{lr:g}": r["dev"][metric] for lr, r in runs.items()}}
     return out
 
 
@@ -114,7 +124,8 @@ def markdown(results: dict[str, Any]) -> str:
             r = results.get(f"{task}_{start}")
             if r:
                 label = "entity F1" if task == "ner" else metric
-                rows.append(f"| {task} ({label}) | BERT, {start.replace('_', ' ')} | "
+                rate = f", lr {r['learning_rate']:g}" if "learning_rate" in r else ""
+                rows.append(f"| {task} ({label}) | BERT, {start.replace('_', ' ')}{rate} | "
                             f"{r['dev'][metric]:.4f} | {r['test'][metric]:.4f} |")
         a, b = results.get(f"{task}_random_init"), results.get(f"{task}_pretrained")
         if a and b:
@@ -135,12 +146,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--learning_rate", default="5e-5",
+                        help="a rate, or comma-separated rates: each start keeps its best on dev")
     parser.add_argument("--max_train_examples", type=int, default=None)
     parser.add_argument("--max_eval_examples", type=int, default=None)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
     args.only = {x.strip() for x in args.only.split(",") if x.strip()}
+    try:
+        args.learning_rate = [float(x) for x in str(args.learning_rate).split(",") if x.strip()]
+    except ValueError:
+        parser.error(f"--learning_rate: not a number list: {args.learning_rate!r}")
+    if not args.learning_rate or min(args.learning_rate) <= 0:
+        parser.error(f"--learning_rate needs positive rates, got {args.learning_rate}")
     unknown = args.only - {"baseline", "sentiment", "ner"}
     if unknown:
         parser.error(f"--only: unknown {sorted(unknown)}")
