@@ -163,6 +163,10 @@ def test_pretrainer_last_layer_only_at_read_rows(policy):
         g, r = tf.convert_to_tensor(g), tf.convert_to_tensor(r)
         scale = float(tf.reduce_max(tf.abs(r))) + 1e-6
         assert float(tf.reduce_max(tf.abs(g - r))) <= tol * scale, var.path
+    block = model.encoder.transformer_layers[-1]
+    with pytest.raises(ValueError, match="query_positions needs a \\[B, 1, T\\] key-padding"):
+        block(tf.zeros((2, 8, 32)), attention_mask=tf.ones((2, 8, 8), "bool"),
+              query_positions=tf.zeros((2, 3), "int32"))
 
 
 def _expected_pretraining_metrics(out, features):

@@ -204,6 +204,10 @@ class BertTransformerLayer(keras.layers.Layer):
             [B, Q, H] (Q = T without query_positions), or with return_attention_probs a pair of
             that and [B, N, Q, T].
         """
+        if (query_positions is not None and attention_mask is not None
+                and attention_mask.shape[1] not in (1, None)):
+            raise ValueError(f"{self.name}: query_positions needs a [B, 1, T] key-padding mask, "
+                             f"got attention_mask of shape {tuple(attention_mask.shape)}")
         query = x if query_positions is None else gather_positions(x, query_positions)
         attention_output = self.attention(
             query, x, attention_mask=attention_mask, training=training,
