@@ -169,6 +169,69 @@ def test_pretrainer_last_layer_only_at_read_rows(policy):
               query_positions=tf.zeros((2, 3), "int32"))
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_classifier_last_layer_only_at_cls(policy):
+    """BertClassifier.call computes its last block only at [CLS]; its logits and every gradient
+    equal those of the full encoder graph (ragged padding, a hidden head layer)."""
+    config = tiny_config(num_hidden_layers=3)
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        model = BertClassifier(BertEncoder(config), num_classes=3, head_hidden_layers=1,
+                               head_hidden_size=16)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    features = make_features(config, batch_size=4, seed=7)
+    labels = np.array([0, 2, 1, 2])
+
+    def full_graph(x):
+        h = model.encoder(x)["pooled_output"]
+        return model.output_dense(model.hidden_layers[0](h))
+
+    def loss_and_grads(forward):
+        with tf.GradientTape() as tape:
+            logits = forward(features)
+            loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+                labels, logits, from_logits=True))
+        return logits, tape.gradient(loss, model.trainable_variables)
+
+    ours, grads = loss_and_grads(model)
+    ref, ref_grads = loss_and_grads(full_graph)
+    tol = 1e-5 if policy == "float32" else 2e-2
+    assert tuple(ours.shape) == (4, 3) and ours.dtype == tf.float32
+    assert_all_close(ours, ref, atol=tol, what="logits")
+    for var, g, r in zip(model.trainable_variables, grads, ref_grads, strict=True):
+        if r is None:  # the last block's unused rows: no gradient either way
+            assert g is None, var.path
+            continue
+        g, r = tf.convert_to_tensor(g), tf.convert_to_tensor(r)
+        scale = float(tf.reduce_max(tf.abs(r))) + 1e-6
+        assert float(tf.reduce_max(tf.abs(g - r))) <= tol * scale, var.path
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_feed_forward_matches_dense_layers(policy):
+    """The block's feed-forward (one 2-D matmul + BiasAdd + GELU per Dense, for Grappler's fused
+    MatMul kernel) gives the Dense layers' own result, exact and tanh GELU alike."""
+    from tfbert.layers.transformer import BertTransformerLayer
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        for act in ("gelu", "gelu_tanh"):
+            block = BertTransformerLayer(hidden_size=32, num_attention_heads=4,
+                                         intermediate_size=64, hidden_act=act)
+            x = tf.random.stateless_normal((3, 5, 32), seed=(1, 2))
+            block(x)  # built
+            got = block._feed_forward(x)
+            want = block.output_dense(block.intermediate_dense(x))
+            assert tuple(got.shape) == (3, 5, 32) and got.dtype == want.dtype
+            tol = 1e-6 if policy == "float32" else 1e-2
+            assert_all_close(got, want, atol=tol, what=act)
+    finally:
+        keras.config.set_dtype_policy(previous)
+
+
 def _expected_pretraining_metrics(out, features):
     def ce(logits, labels):
         logits = logits - logits.max(-1, keepdims=True)

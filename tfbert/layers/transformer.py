@@ -51,9 +51,7 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
         key = value if key is None else key
         attention_mask = self._compute_attention_mask(query, value,
                                                       attention_mask=attention_mask)
-        query = _project_heads(self._query_dense, query)  # [B, T, N, D]
-        key = _project_heads(self._key_dense, key)  # [B, S, N, D]
-        value = _project_heads(self._value_dense, value)  # [B, S, N, D]
+        query, key, value = self._project_qkv(query, key, value)
         context, _ = self._compute_attention(query, key, value, attention_mask, training)
         dense = self._output_dense  # kernel [N, D, H]
         heads, head_size, width = dense.kernel.shape
@@ -62,8 +60,13 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
                          ops.cast(ops.reshape(dense.kernel, (heads * head_size, width)),
                                   context.dtype))  # [B*T, H]
         if dense.bias is not None:
-            out = out + ops.cast(dense.bias, out.dtype)
+            out = _bias_add(out, ops.cast(dense.bias, out.dtype))
         return ops.reshape(out, (*batch_shape, width))  # [B, T, H]
+
+    def _project_qkv(self, query, key, value):
+        """[B, T, H], [B, S, H], [B, S, H] -> [B, T, N, D], [B, S, N, D], [B, S, N, D]."""
+        return (_project_heads(self._query_dense, query), _project_heads(self._key_dense, key),
+                _project_heads(self._value_dense, value))
 
     def _compute_attention(self, query, key, value, attention_mask=None, training=None,
                            return_attention_scores=False, use_causal_mask=False):
@@ -105,8 +108,35 @@ def _project_heads(dense: keras.layers.EinsumDense, x):
     y = ops.matmul(ops.reshape(x, (-1, width)),
                    ops.cast(ops.reshape(dense.kernel, (width, heads * head_size)), x.dtype))
     if dense.bias is not None:
-        y = y + ops.cast(ops.reshape(dense.bias, (heads * head_size,)), y.dtype)
+        y = _bias_add(y, ops.cast(ops.reshape(dense.bias, (heads * head_size,)), y.dtype))
     return ops.reshape(y, (*batch_shape, heads, head_size))  # [B, T, N, D]
+
+
+def _dense_2d(dense: keras.layers.Dense, x):
+    """keras Dense on [..., in] as one 2-D matmul + bias + activation (same result).
+
+    Under TensorFlow the bias goes in through tf.nn.bias_add: Grappler's oneDNN remapper fuses
+    MatMul + BiasAdd + GELU (exact or tanh) into one _FusedMatMul, but only when the bias is a
+    BiasAdd op on a 2-D matmul. Dense's own `x + bias` (AddV2, after the 3-D matmul's reshape)
+    leaves the bias and the GELU's five elementwise ops as separate passes over [B*T, I].
+    """
+    x = ops.cast(x, dense.compute_dtype)
+    batch_shape = ops.shape(x)[:-1]
+    y = ops.matmul(ops.reshape(x, (-1, x.shape[-1])), ops.cast(dense.kernel, x.dtype))
+    if dense.bias is not None:
+        y = _bias_add(y, ops.cast(dense.bias, y.dtype))
+    if dense.activation is not None:
+        y = dense.activation(y)
+    return ops.reshape(y, (*batch_shape, dense.units))
+
+
+def _bias_add(y, bias):
+    """y [R, C] + bias [C]; a BiasAdd op under TensorFlow (see _dense_2d)."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.nn.bias_add(y, bias)
+    return y + bias
 
 
 @keras.saving.register_keras_serializable(package="tfbert")
@@ -216,11 +246,17 @@ class BertTransformerLayer(keras.layers.Layer):
             attention_output, probs = attention_output  # probs: [B, N, Q, T]
         attention_output = self.attention_dropout(attention_output, training=training)
         x = self.attention_layer_norm(query + ops.cast(attention_output, x.dtype))  # [B, Q, H]
-        h = self.intermediate_dense(x)  # [B, Q, I]
-        h = self.output_dense(h)  # [B, Q, H]
+        h = self._feed_forward(x)  # [B, Q, H]
         h = self.output_dropout(h, training=training)
         x = self.output_layer_norm(x + ops.cast(h, x.dtype))  # [B, Q, H]
         return (x, probs) if return_attention_probs else x
+
+    def _feed_forward(self, x):
+        """intermediate_dense (with the activation), then output_dense: [B, Q, H] -> [B, Q, H]."""
+        if any(getattr(d, "lora_enabled", False) or getattr(d, "quantization_mode", None)
+               for d in (self.intermediate_dense, self.output_dense)):
+            return self.output_dense(self.intermediate_dense(x))  # the layers' own paths
+        return _dense_2d(self.output_dense, _dense_2d(self.intermediate_dense, x))
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
