@@ -11,7 +11,7 @@ Runtime) is timed in its own process, as its users run it: in one process the li
 thread pools (TensorFlow's, OpenMP's, ORT's spinning workers) compete for the two cores and
 slowed TensorFlow's batch-1 latency about 2x in an earlier version of this benchmark.
 
-    python bench/bench_inference.py [--quick]
+    python bench/bench_inference.py [--quick] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -67,12 +67,21 @@ def tfbert_systems(model_dir: str, workdir: str) -> dict:
     from tfbert.export import export_model
 
     export_dir = os.path.join(workdir, "saved_models", "bench", "1")
-    info = export_model(model_dir, export_dir, tflite=("float32", "int8"), text_tflite=False)
     bf16_dir = os.path.join(workdir, "saved_models", "bench_bf16", "1")
-    export_model(model_dir, bf16_dir, dtype="bfloat16", check=False)
+    xla_dir = os.path.join(workdir, "saved_models", "bench_xla", "1")
+    tflite_info = os.path.join(workdir, "tflite.json")
+    if not os.path.exists(tflite_info):  # exported once, reused by later rounds
+        info = export_model(model_dir, export_dir, tflite=("float32", "int8"), text_tflite=False)
+        export_model(model_dir, bf16_dir, dtype="bfloat16", check=False)
+        export_model(model_dir, xla_dir, jit_compile=True, check=False)
+        with open(tflite_info, "w") as f:
+            json.dump(info.get("tflite", {}), f)
+    with open(tflite_info) as f:
+        info = {"tflite": json.load(f)}
     systems = {}
     for name, path in (("tfbert SavedModel serve_ids", export_dir),
-                       ("tfbert SavedModel serve_ids bfloat16", bf16_dir)):
+                       ("tfbert SavedModel serve_ids bfloat16", bf16_dir),
+                       ("tfbert SavedModel serve_ids (XLA export)", xla_dir)):
         serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
         systems[name] = lambda x, f=serve_ids: f(**{k: tf.constant(v) for k, v in x.items()})
     for entry in info.get("tflite", {}).values():
@@ -215,26 +224,42 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[
     return rows
 
 
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, rounds: int = 1) -> dict:
+    """Times every family in its own process, `rounds` times in turn (the exports are made
+    once); each system's figure is the median over rounds of its per-round medians, so a slow
+    spell of a shared machine hits every family alike."""
+    import statistics
     import subprocess
 
     import tfbert
 
-    rows = []
+    per_round: dict[tuple, list[dict]] = {}
+    errors = []
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = build_tfbert(workdir, tfbert.BertConfig.from_preset(PRESET))
-        for family in FAMILIES:
-            out = os.path.join(workdir, f"{family}.json")
-            command = [sys.executable, os.path.abspath(__file__), "--family", family,
-                       "--model_dir", model_dir, "--workdir", workdir, "--out", out]
-            proc = subprocess.run(command + (["--quick"] if quick else []),
-                                  capture_output=True, text=True)
-            if proc.returncode != 0 or not os.path.exists(out):
-                rows.append({"benchmark": "inference", "system": family,
-                             "error": proc.stderr[-2000:]})
-                continue
-            with open(out) as f:
-                rows.extend(json.load(f))
+        for _ in range(rounds):
+            for family in FAMILIES:
+                out = os.path.join(workdir, f"{family}.json")
+                command = [sys.executable, os.path.abspath(__file__), "--family", family,
+                           "--model_dir", model_dir, "--workdir", workdir, "--out", out]
+                proc = subprocess.run(command + (["--quick"] if quick else []),
+                                      capture_output=True, text=True)
+                if proc.returncode != 0 or not os.path.exists(out):
+                    errors.append({"benchmark": "inference", "system": family,
+                                   "error": proc.stderr[-2000:]})
+                    continue
+                with open(out) as f:
+                    for row in json.load(f):
+                        per_round.setdefault((row["system"], row["batch"]), []).append(row)
+                os.remove(out)
+    rows = errors
+    for found in per_round.values():
+        row = dict(found[0])
+        times = [r["latency_ms"] for r in found if "latency_ms" in r]
+        if times:
+            row["latency_ms"] = statistics.median(times)
+            row["rounds_ms"] = times
+        rows.append(row)
     # Peer latency / tfbert latency at the same precision (> 1: tfbert is faster).
     ours_at = {"float32": "tfbert SavedModel serve_ids", "bfloat16":
                "tfbert SavedModel serve_ids bfloat16", "int8": "tfbert TFLite int8"}
@@ -249,13 +274,15 @@ def run(quick: bool = False) -> dict:
             ours = by.get(ours_at[precision])
             if ours:
                 ratios[f"b={batch} {name}/{ours_at[precision]} latency"] = ms / ours
-    return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES}, "rows": rows,
-            "ratios": ratios}
+    return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES, "rounds": rounds},
+            "rows": rows, "ratios": ratios}
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every family this many times in turn; report medians")
     parser.add_argument("--family", choices=FAMILIES, help="(internal) time one family")
     parser.add_argument("--model_dir")
     parser.add_argument("--workdir")
@@ -265,4 +292,4 @@ if __name__ == "__main__":
         with open(args.out, "w") as f:
             json.dump(time_family(args.family, args.model_dir, args.workdir, args.quick), f)
     else:
-        print(json.dumps(run(args.quick), indent=2))
+        print(json.dumps(run(args.quick, args.rounds), indent=2))

@@ -1,6 +1,6 @@
 """Runs every tfbert benchmark side by side with its peers, prints a table, writes JSON + a plot.
 
-    python bench/run.py [--quick] [--bfloat16]
+    python bench/run.py [--quick] [--bfloat16] [--rounds N]
                         [--only pretrain,inference,tokenizer,pipeline,scaling]
 
 Writes bench/results/<machine>-<date>.json and .png. Each figure is the median of several timed
@@ -88,6 +88,8 @@ def main() -> None:
     parser.add_argument("--out_dir", default=os.path.join(HERE, "results"))
     parser.add_argument("--bfloat16", action="store_true",
                         help="pretrain: add the mixed-bfloat16 systems (AMX/AVX512-BF16 CPUs)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="inference: time every family this many times in turn (medians)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -102,6 +104,8 @@ def main() -> None:
             kwargs = {"peak_flops": peak} if name in NEEDS_PEAK else {}
             if name == "pretrain" and args.bfloat16:
                 kwargs["bfloat16"] = True
+            if name == "inference":
+                kwargs["rounds"] = args.rounds
             results["benchmarks"][name] = module.run(args.quick, **kwargs)
         except Exception as e:  # one failed benchmark must not hide the others' figures
             traceback.print_exc()

@@ -185,6 +185,35 @@ def test_bfloat16_export_close_to_float32(export_root, chinese_vocab_file):
         export_model(model_dir, bf16_dir, dtype="float16")
 
 
+def test_xla_export_matches_and_is_flagged(export_root, chinese_vocab_file):
+    """--jit_compile: the model's forward is an XLA-compiled function in the SavedModel; both
+    signatures give the plain export's outputs, and the serving check warns that the CPU model
+    server needs --xla_cpu_compilation_enabled=true."""
+    from tfbert.export.__main__ import main
+
+    model_dir, export_dir, _ = exported("classification", export_root, chinese_vocab_file)
+    xla_dir = os.path.join(export_root, "saved_models", "classification_xla", "1")
+    assert main([f"--model_dir={model_dir}", f"--export_dir={xla_dir}", "--jit_compile"]) == 0
+    with open(os.path.join(xla_dir, "assets.extra", "tfbert_export.json"),
+              encoding="utf-8") as f:
+        assert json.load(f)["jit_compile"] is True
+    report = check_serving.check_saved_model(xla_dir)
+    assert report.ok, report.format()
+    for version in ("2.12", "2.20"):
+        assert any("--xla_cpu_compilation_enabled=true" in w for w in report.warnings[version])
+    plain = check_serving.check_saved_model(export_dir)
+    assert not any("XLA" in w for w in plain.warnings["2.20"])
+    texts = tf.constant(chinese_texts())
+    want_text, want_ids = _load(export_dir)
+    got_text, got_ids = _load(xla_dir)
+    np.testing.assert_allclose(got_text(text=texts)["logits"].numpy(),
+                               want_text(text=texts)["logits"].numpy(), atol=TOLERANCE)
+    features = tfbert.BertPreprocessor(chinese_vocab_file, SEQ)(texts)
+    features = {k: tf.constant(v) for k, v in features.items()}
+    np.testing.assert_allclose(got_ids(**features)["logits"].numpy(),
+                               want_ids(**features)["logits"].numpy(), atol=TOLERANCE)
+
+
 def test_ner_parity_with_training_decode(export_root, chinese_vocab_file):
     model_dir, export_dir, _ = exported("ner", export_root, chinese_vocab_file)
     examples = [e for e in ner_data.people_daily_ner("test")[:40] if e.tags.count("O") < len(

@@ -106,7 +106,8 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
 def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
                  tflite_dir: str | None = None, text_tflite: bool = True,
                  max_seq_length: int | None = None, pair: bool | None = None,
-                 check: bool = True, dtype: str = "float32") -> dict[str, Any]:
+                 check: bool = True, dtype: str = "float32",
+                 jit_compile: bool = False) -> dict[str, Any]:
     """Exports a model directory as a TF Serving SavedModel (and optionally TFLite files).
 
     Args:
@@ -122,6 +123,8 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
         dtype: str. The SavedModel's precision, "float32" or "bfloat16" (see
             `load_for_export`). TFLite files are always converted from the float32 model
             (their own quantizations apply).
+        jit_compile: bool. XLA-compile the model's forward in the signatures (ExportSpec);
+            TF Serving then needs --xla_cpu_compilation_enabled=true on CPU.
 
     Returns:
         {"export_dir", "task", "max_seq_length", "signatures": {name: {"inputs", "outputs"}},
@@ -135,6 +138,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     from tfbert.export.saved_model import export_saved_model, signature_summary
 
     model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair, dtype)
+    spec.jit_compile = jit_compile
     module = export_saved_model(model, export_dir, vocab_file, spec,
                                 metadata={"source": os.path.abspath(model_dir), "dtype": dtype})
     result: dict[str, Any] = {

@@ -47,7 +47,8 @@ class ServingReport:
         non_core_ops: list. Ops that are not core TensorFlow ops, sorted.
         availability: dict. {serving version: {non-core op: True/False}}.
         problems: dict. {serving version: [human-readable problem, ...]}; empty lists mean OK.
-        warnings: dict. {serving version: [attributes that release ignores, ...]}.
+        warnings: dict. {serving version: [attributes that release ignores, XLA-compiled
+            functions (they need the server's --xla_cpu_compilation_enabled=true), ...]}.
     """
 
     export_dir: str
@@ -155,6 +156,9 @@ def check_saved_model(export_dir: str,
         op_counts[node.op] += 1
         node_attrs[node.op].update(a for a in node.attr if not a.startswith("_"))
 
+    xla = sorted(f.signature.name for mg in proto.meta_graphs
+                 for f in mg.graph_def.library.function
+                 if f.attr["_XlaMustCompile"].b)  # from tf.function(jit_compile=True)
     core_now = _running_core_ops()
     all_core = core_now.union(*CORE_OPS.values())
     non_core = sorted(op for op in op_counts if op not in all_core)
@@ -183,6 +187,9 @@ def check_saved_model(export_dir: str,
                 if extra:
                     ignored.append(f"{op} sets attribute(s) {extra} that TF {core_release} does "
                                    "not define; it loads and ignores them")
+        if xla:
+            ignored.append(f"XLA-compiled function(s) {xla}: the CPU model server runs them "
+                           "only when started with --xla_cpu_compilation_enabled=true")
         problems[version] = found
         warnings[version] = ignored
     return ServingReport(os.fspath(export_dir), dict(op_counts), non_core, availability,
