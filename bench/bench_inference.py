@@ -63,6 +63,7 @@ def build_tfbert(workdir: str, config=None) -> str:
 def tfbert_systems(model_dir: str, workdir: str) -> dict:
     """serve_ids of the exported SavedModel, and the TFLite files (ids in)."""
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer op the SavedModels hold)
 
     from tfbert.export import export_model
 
