@@ -26,13 +26,21 @@ def _measure(shape: dict, seq: int, reps: int, peak: float) -> dict:
     predictions = max(1, round(0.15 * seq))
     batch = synthetic_batch(0, seq, BATCH, predictions, shape["vocab"])
     t = timeit(tfbert_step(batch, shape), warmup=2, reps=reps)
-    h, n_layers = shape["hidden"], shape["layers"]
-    flops = 3 * bert_forward_flops(h, n_layers, shape["intermediate"], shape["vocab"], seq,
-                                   predictions)
-    attention = 3 * n_layers * 4 * seq**2 * h
+    flops, executed = train_flops(shape, seq, predictions)
+    attention = 3 * shape["layers"] * 4 * seq**2 * shape["hidden"]
     return {"step_ms": 1e3 * t["median_s"], "train_gflop_per_seq": flops / 1e9,
             "attention_flop_share": attention / flops,
-            "mfu": BATCH * flops / t["median_s"] / peak}
+            "mfu": BATCH * executed / t["median_s"] / peak}
+
+
+def train_flops(shape: dict, seq: int, predictions: int) -> tuple[float, float]:
+    """Training matmul FLOPs per sequence: the full model's, and what tfbert's pretrainer
+    executes (its last block only at [CLS] and the masked positions); MFU counts the latter,
+    as bench_pretrain.py does."""
+    dims = (shape["hidden"], shape["layers"], shape["intermediate"], shape["vocab"], seq,
+            predictions)
+    return (3 * bert_forward_flops(*dims),
+            3 * bert_forward_flops(*dims, last_layer_rows=1 + predictions))
 
 
 def run(quick: bool = False, peak_flops: float | None = None) -> dict:
