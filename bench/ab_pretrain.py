@@ -32,12 +32,13 @@ def _traced_with_stock(piece: str, make):
     """A maker whose model traces its train step with a stock Keras method put back in place of
     tfbert's (the A side of an A/B): "attention" is keras MultiHeadAttention's own attention
     math (the additive-mask-bias change), "dropout" keras.layers.Dropout's call (BertDropout),
-    "last-layer" the pretrainer's full functional graph (its last block on every position)."""
+    "last-layer" the pretrainer's full functional graph (its last block on every position),
+    "feed-forward" keras Dense's own FFN path (no BiasAdd, so no fused MatMul + bias + GELU)."""
     def maker(batch):
         import keras
 
         from tfbert.layers.dropout import BertDropout
-        from tfbert.layers.transformer import BertSelfAttention
+        from tfbert.layers.transformer import BertSelfAttention, BertTransformerLayer
         from tfbert.models.encoder import FeatureDictModel
         from tfbert.models.pretrainer import BertPretrainer
 
@@ -45,7 +46,10 @@ def _traced_with_stock(piece: str, make):
             "attention": (BertSelfAttention, "_compute_attention",
                           keras.layers.MultiHeadAttention._compute_attention),
             "dropout": (BertDropout, "call", keras.layers.Dropout.call),
-            "last-layer": (BertPretrainer, "call", FeatureDictModel.call)}[piece]
+            "last-layer": (BertPretrainer, "call", FeatureDictModel.call),
+            "feed-forward": (BertTransformerLayer, "_feed_forward",
+                             lambda self, x: self.output_dense(self.intermediate_dense(x)))
+        }[piece]
         ours = getattr(owner, name)
         setattr(owner, name, stock)
         try:
@@ -73,7 +77,10 @@ MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_s
               "dropout", lambda b: tfbert_step(b, jit_compile=True)),
           "tfbert-full-last-layer": _traced_with_stock("last-layer", tfbert_step),
           "tfbert-nojit-full-last-layer": _traced_with_stock(
-              "last-layer", lambda b: tfbert_step(b, jit_compile=False))}
+              "last-layer", lambda b: tfbert_step(b, jit_compile=False)),
+          "tfbert-stock-ffn": _traced_with_stock("feed-forward", tfbert_step),
+          "tfbert-nojit-stock-ffn": _traced_with_stock(
+              "feed-forward", lambda b: tfbert_step(b, jit_compile=False))}
 
 
 def main() -> None:
