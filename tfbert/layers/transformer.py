@@ -56,11 +56,9 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
         dense = self._output_dense  # kernel [N, D, H]
         heads, head_size, width = dense.kernel.shape
         batch_shape = ops.shape(context)[:-2]
-        out = ops.matmul(ops.reshape(context, (-1, heads * head_size)),
-                         ops.cast(ops.reshape(dense.kernel, (heads * head_size, width)),
-                                  context.dtype))  # [B*T, H]
-        if dense.bias is not None:
-            out = _bias_add(out, ops.cast(dense.bias, out.dtype))
+        out = _linear_2d(ops.reshape(context, (-1, heads * head_size)),
+                         ops.reshape(dense.kernel, (heads * head_size, width)),
+                         dense.bias)  # [B*T, H]
         return ops.reshape(out, (*batch_shape, width))  # [B, T, H]
 
     def _project_qkv(self, query, key, value):
@@ -105,10 +103,9 @@ def _project_heads(dense: keras.layers.EinsumDense, x):
     """EinsumDense "abc,cde->abde" ([B, T, H] x [H, N, D] + [N, D]) as one 2-D matmul."""
     width, heads, head_size = dense.kernel.shape
     batch_shape = ops.shape(x)[:-1]
-    y = ops.matmul(ops.reshape(x, (-1, width)),
-                   ops.cast(ops.reshape(dense.kernel, (width, heads * head_size)), x.dtype))
-    if dense.bias is not None:
-        y = _bias_add(y, ops.cast(ops.reshape(dense.bias, (heads * head_size,)), y.dtype))
+    bias = None if dense.bias is None else ops.reshape(dense.bias, (heads * head_size,))
+    y = _linear_2d(ops.reshape(x, (-1, width)),
+                   ops.reshape(dense.kernel, (width, heads * head_size)), bias)
     return ops.reshape(y, (*batch_shape, heads, head_size))  # [B, T, N, D]
 
 
@@ -122,16 +119,19 @@ def _dense_2d(dense: keras.layers.Dense, x):
     """
     x = ops.cast(x, dense.compute_dtype)
     batch_shape = ops.shape(x)[:-1]
-    y = ops.matmul(ops.reshape(x, (-1, x.shape[-1])), ops.cast(dense.kernel, x.dtype))
-    if dense.bias is not None:
-        y = _bias_add(y, ops.cast(dense.bias, y.dtype))
+    y = _linear_2d(ops.reshape(x, (-1, x.shape[-1])), dense.kernel, dense.bias)
     if dense.activation is not None:
         y = dense.activation(y)
     return ops.reshape(y, (*batch_shape, dense.units))
 
 
-def _bias_add(y, bias):
-    """y [R, C] + bias [C]; a BiasAdd op under TensorFlow (see _dense_2d)."""
+def _linear_2d(x, kernel, bias):
+    """x [R, K] @ kernel [K, C] (+ bias [C]) in x's dtype: the one matmul + bias behind the
+    projections and the feed-forward. Under TensorFlow the bias is a BiasAdd op (see _dense_2d)."""
+    y = ops.matmul(x, ops.cast(kernel, x.dtype))
+    if bias is None:
+        return y
+    bias = ops.cast(bias, y.dtype)
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
