@@ -42,7 +42,7 @@ def _fused_qkv(self, query, key, value):
     in the call (an experiment: the concat copies 3*H*N*D floats per call)."""
     from keras import ops
 
-    from tfbert.layers.transformer import _project_heads
+    from tfbert.layers.transformer import _linear_2d, _project_heads
 
     denses = (self._query_dense, self._key_dense, self._value_dense)
     if not (query is key is value):  # cross rows (the classifier's [CLS]-only last block)
@@ -52,7 +52,7 @@ def _fused_qkv(self, query, key, value):
                               for d in denses], axis=1)
     bias = ops.concatenate([ops.reshape(d.bias, (heads * head_size,)) for d in denses])
     batch_shape = ops.shape(query)[:-1]
-    y = ops.matmul(ops.reshape(query, (-1, width)), kernel) + bias
+    y = _linear_2d(ops.reshape(query, (-1, width)), kernel, bias)
     return tuple(ops.reshape(part, (*batch_shape, heads, head_size))
                  for part in ops.split(y, 3, axis=-1))
 
