@@ -2,11 +2,12 @@
 a tf.function with jit_compile=True (XLA) vs False (TF graph + oneDNN), as a serving signature
 would call it, (--stock_projections) the XLA-off forward traced with keras
 MultiHeadAttention's own EinsumDense projections instead of tfbert's 2-D matmuls,
-(--stock_feed_forward) with keras Dense's own feed-forward path (no fused bias + GELU), and (--onnx)
+(--stock_feed_forward) with keras Dense's own feed-forward path (no fused bias + GELU),
+(--stock_layer_norm) with keras LayerNormalization's ops instead of the fused form, and (--onnx)
 ONNX Runtime on the same weights. Decides the serving function's settings (see bench/NOTES.md).
 
     python bench/ab_serve.py [--rounds 10] [--batch 1] [--stock_projections]
-        [--stock_feed_forward] [--onnx]
+        [--stock_feed_forward] [--stock_layer_norm] [--onnx]
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from bench_inference import SEQ, build_tfbert, make_inputs, torch_systems  # noq
 from common import interleaved_medians  # noqa: E402
 
 
-def traced_with(model, spec, cls, attr: str, replacement):
+def traced_with(model, spec, cls, attr: str, replacement, jit_compile: bool = False):
     """The classifier forward as a tf.function traced while cls.attr is `replacement`."""
     import tensorflow as tf
 
-    fn = tf.function(lambda x: model(x, training=False), input_signature=[spec])
+    fn = tf.function(lambda x: model(x, training=False), input_signature=[spec],
+                     jit_compile=jit_compile)
     ours = getattr(cls, attr)
     setattr(cls, attr, replacement)
     try:
@@ -69,6 +71,8 @@ def main() -> None:
                         help="add the forward with the last block at every position")
     parser.add_argument("--fused_qkv", action="store_true",
                         help="add the forward with Q/K/V as one matmul on concatenated kernels")
+    parser.add_argument("--stock_layer_norm", action="store_true",
+                        help="add the forward with keras LayerNormalization's own ops")
     parser.add_argument("--onnx", action="store_true", help="add ONNX Runtime (same weights)")
     args = parser.parse_args()
     import tempfile
@@ -111,8 +115,19 @@ def main() -> None:
 
         fns["jit_compile=False, fused QKV"] = traced_with(
             model, spec, BertSelfAttention, "_project_qkv", _fused_qkv)
+    if args.stock_layer_norm:
+        import keras
+
+        from tfbert.layers.layer_norm import BertLayerNorm
+
+        def stock(self, inputs, training=None):
+            return keras.layers.LayerNormalization.call(self, inputs)
+
+        for jit in (False, True):
+            fns[f"jit_compile={jit}, stock LayerNorm"] = traced_with(
+                model, spec, BertLayerNorm, "call", stock, jit_compile=jit)
     for name, fn in fns.items():
-        if name.startswith("jit_compile=False,"):
+        if "," in name:
             diff = float(tf.reduce_max(tf.abs(fn(x) - plain(x))))
             print(f"{name} vs tfbert's: max abs diff {diff:.2e}")
     calls = {name: (lambda fn=fn: fn(x).numpy()) for name, fn in fns.items()}

@@ -243,7 +243,11 @@ def convert(module: tf.Module, quantization: str, custom_ops: bool) -> bytes:
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"tflite.py: quantization {quantization!r} is not one of "
                          f"{QUANTIZATIONS}")
-    with tempfile.TemporaryDirectory() as tmp:
+    from tfbert.layers.layer_norm import keras_layer_norm
+
+    # keras's LayerNorm ops, not the form Grappler fuses for TF Serving (layer_norm.py): the
+    # converter would decompose that one into more ops, and a larger int8 file.
+    with tempfile.TemporaryDirectory() as tmp, keras_layer_norm():
         tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

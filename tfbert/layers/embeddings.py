@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from tfbert.layers.dropout import BertDropout
+from tfbert.layers.layer_norm import BertLayerNorm
 from tfbert.layers.precision import float32_policy
 
 
@@ -54,7 +55,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.word_embeddings = table(vocab_size, "word_embeddings")
         self.position_embeddings = table(max_position_embeddings, "position_embeddings")
         self.token_type_embeddings = table(type_vocab_size, "token_type_embeddings")
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = BertLayerNorm(
             epsilon=layer_norm_eps, name="LayerNorm", dtype=exact)
         self.output_dropout = BertDropout(dropout, name="dropout", dtype=exact)
         # === Config ===

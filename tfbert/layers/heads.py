@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from tfbert.layers.activations import get_activation
+from tfbert.layers.layer_norm import BertLayerNorm
 from tfbert.layers.precision import float32_policy
 
 
@@ -67,7 +68,7 @@ class MaskedLMHead(keras.layers.Layer):
             hidden_size, activation=get_activation(hidden_act), name="transform_dense",
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
             dtype=self.dtype_policy)
-        self.transform_layer_norm = keras.layers.LayerNormalization(
+        self.transform_layer_norm = BertLayerNorm(
             epsilon=layer_norm_eps, name="transform_LayerNorm",
             dtype=float32_policy(self.dtype_policy))
         # === Config ===

@@ -14,6 +14,7 @@ from keras import ops
 from tfbert.layers.activations import get_activation
 from tfbert.layers.dropout import BertDropout
 from tfbert.layers.heads import gather_positions
+from tfbert.layers.layer_norm import BertLayerNorm
 from tfbert.layers.precision import float32_policy
 
 
@@ -183,7 +184,7 @@ class BertTransformerLayer(keras.layers.Layer):
             dtype=self.dtype_policy)
         self.attention_dropout = BertDropout(
             hidden_dropout, name="attention_dropout", dtype=self.dtype_policy)
-        self.attention_layer_norm = keras.layers.LayerNormalization(
+        self.attention_layer_norm = BertLayerNorm(
             epsilon=layer_norm_eps, name="attention_LayerNorm", dtype=exact)
         self.intermediate_dense = keras.layers.Dense(
             intermediate_size, activation=get_activation(hidden_act), kernel_initializer=init(),
@@ -192,7 +193,7 @@ class BertTransformerLayer(keras.layers.Layer):
             hidden_size, kernel_initializer=init(), name="output", dtype=self.dtype_policy)
         self.output_dropout = BertDropout(
             hidden_dropout, name="output_dropout", dtype=self.dtype_policy)
-        self.output_layer_norm = keras.layers.LayerNormalization(
+        self.output_layer_norm = BertLayerNorm(
             epsilon=layer_norm_eps, name="output_LayerNorm", dtype=exact)
         # === Config ===
         self.hidden_size = hidden_size

@@ -1,0 +1,91 @@
+"""BERT's LayerNorm: keras LayerNormalization, one fused op at inference under TensorFlow.
+
+At batch 1 a bert-base forward runs 25 LayerNorms, each about ten small TensorFlow ops (mean,
+squared difference, mean, add, rsqrt, three multiplies, two adds) over a [T, H] tensor; the
+executor's cost per op, not the arithmetic, is what they take. Grappler's oneDNN remapper
+rewrites exactly one LayerNorm formulation into a single `_MklLayerNorm` kernel: tf.keras 2's,
+a training-mode FusedBatchNormV3 over the input reshaped to [1, rows, H, 1] (NCHW, one
+"channel" per row), then `* gamma + beta` (bench/NOTES.md lists the formulations that were
+probed and did not fuse). `BertLayerNorm` emits that formulation at inference under TensorFlow,
+with the configured epsilon passed to the raw op (tf.nn.fused_batch_norm's wrapper would raise
+BERT's 1e-12 to 1.001e-5). Training keeps keras's own ops, so training numerics are unchanged;
+so do the other backends, non-float32 inputs and hosts with a GPU (cuDNN's batch norm clamps
+epsilon to 1e-5). So do graphs traced inside `keras_layer_norm()`: the TFLite export uses it,
+since the converter decomposes the fused form into more ops than keras's and XNNPACK has no
+use for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+from collections.abc import Iterator
+
+import keras
+
+_STOCK = contextvars.ContextVar("tfbert_stock_layer_norm", default=False)
+
+
+@contextlib.contextmanager
+def keras_layer_norm() -> Iterator[None]:
+    """Within the block, BertLayerNorm runs (and traces) keras LayerNormalization's own ops.
+
+    Example:
+    >>> with keras_layer_norm():
+    ...     pass
+    """
+    token = _STOCK.set(True)
+    try:
+        yield
+    finally:
+        _STOCK.reset(token)
+
+
+@keras.saving.register_keras_serializable(package="tfbert")
+class BertLayerNorm(keras.layers.LayerNormalization):
+    """keras.layers.LayerNormalization (same arguments, variables and results) whose inference
+    forward under TensorFlow is one op after Grappler's oneDNN rewrite (module docstring).
+
+    Example:
+    >>> import numpy as np
+    >>> norm = BertLayerNorm(epsilon=1e-12)
+    >>> x = np.random.default_rng(0).normal(size=(2, 3, 8)).astype("float32")
+    >>> stock = keras.layers.LayerNormalization(epsilon=1e-12)
+    >>> bool(np.allclose(norm(x), stock(x), atol=1e-5))
+    True
+    """
+
+    def call(self, inputs, training=None):
+        if training or not self._fusable(inputs):
+            return super().call(inputs)
+        import tensorflow as tf
+
+        shape = tf.shape(inputs)
+        rows = tf.reduce_prod(shape[:-1])
+        width = inputs.shape[-1]
+        x = tf.reshape(inputs, tf.stack([1, rows, width, 1]))
+        empty = tf.constant([], tf.float32)
+        normalized = tf.raw_ops.FusedBatchNormV3(
+            x=x, scale=tf.ones(tf.stack([rows])), offset=tf.zeros(tf.stack([rows])),
+            mean=empty, variance=empty, epsilon=self.epsilon, data_format="NCHW",
+            is_training=True)[0]
+        return tf.reshape(normalized, shape) * self.gamma + self.beta
+
+    def _fusable(self, inputs) -> bool:
+        """The fused formulation applies: TensorFlow, float32, the last axis only, centred and
+        scaled, no GPU, not inside keras_layer_norm()."""
+        rank = len(inputs.shape)
+        return (not _STOCK.get() and keras.backend.backend() == "tensorflow"
+                and self.compute_dtype == "float32"
+                and keras.backend.standardize_dtype(inputs.dtype) == "float32"
+                and [axis % rank for axis in self.axis] == [rank - 1]
+                and inputs.shape[-1] is not None
+                and self.center and self.scale and not self.rms_scaling and not _has_gpu())
+
+
+@functools.cache
+def _has_gpu() -> bool:
+    import tensorflow as tf
+
+    return bool(tf.config.list_logical_devices("GPU"))
