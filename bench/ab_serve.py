@@ -3,11 +3,13 @@ a tf.function with jit_compile=True (XLA) vs False (TF graph + oneDNN), as a ser
 would call it, (--stock_projections) the XLA-off forward traced with keras
 MultiHeadAttention's own EinsumDense projections instead of tfbert's 2-D matmuls,
 (--stock_feed_forward) with keras Dense's own feed-forward path (no fused bias + GELU),
-(--stock_layer_norm) with keras LayerNormalization's ops instead of the fused form, and (--onnx)
+(--stock_layer_norm) with keras LayerNormalization's ops instead of the fused form,
+(--packed_qkv_heads_first) with Q/K/V from one kernel packed before tracing and the attention in
+the [B, N, T, D] layout (an experiment, bench/NOTES.md change 24), and (--onnx)
 ONNX Runtime on the same weights. Decides the serving function's settings (see bench/NOTES.md).
 
     python bench/ab_serve.py [--rounds 10] [--batch 1] [--stock_projections]
-        [--stock_feed_forward] [--stock_layer_norm] [--onnx]
+        [--stock_feed_forward] [--stock_layer_norm] [--packed_qkv_heads_first] [--onnx]
 """
 
 from __future__ import annotations
@@ -59,6 +61,61 @@ def _fused_qkv(self, query, key, value):
                  for part in ops.split(y, 3, axis=-1))
 
 
+_PACKED: dict[int, tuple] = {}  # id(attention layer) -> (Q|K|V kernel [H, 3ND], bias [3ND])
+
+
+def _pack_qkv(model) -> None:
+    """Concatenates every self-attention layer's Q/K/V kernels once, outside the forward (an
+    experiment: what an export-time packed kernel would buy)."""
+    import tensorflow as tf
+
+    from tfbert.layers.transformer import BertSelfAttention
+
+    for layer in model._flatten_layers():
+        if isinstance(layer, BertSelfAttention):
+            denses = (layer._query_dense, layer._key_dense, layer._value_dense)
+            width = denses[0].kernel.shape[0]
+            _PACKED[id(layer)] = (
+                tf.constant(tf.concat([tf.reshape(d.kernel, (width, -1)) for d in denses], 1)),
+                tf.constant(tf.concat([tf.reshape(d.bias, (-1,)) for d in denses], 0)))
+
+
+def _heads_first_call(self, query, value, key=None, attention_mask=None, training=None,
+                      **unused):
+    """Self-attention with Q/K/V from one packed matmul, split in the [3, B, N, T, D] layout
+    (one transpose) and the scores/context einsums in that layout (one transpose back)."""
+    import tensorflow as tf
+    from keras import ops
+
+    from tfbert.layers.transformer import _linear_2d, _project_heads
+
+    denses = (self._query_dense, self._key_dense, self._value_dense)
+    width, heads, head_size = denses[0].kernel.shape
+    mask = self._compute_attention_mask(query, value, attention_mask=attention_mask)
+    if query is value:
+        kernel, bias = _PACKED[id(self)]
+        batch, length = tf.shape(query)[0], tf.shape(query)[1]
+        y = _linear_2d(tf.reshape(query, (-1, width)), kernel, bias)  # [B*T, 3ND]
+        y = tf.transpose(tf.reshape(y, (batch, length, 3, heads, head_size)), (2, 0, 3, 1, 4))
+        q, k, v = tf.split(y, 3, axis=0)
+        q, k, v = q[0], k[0], v[0]  # [B, N, T, D]
+    else:
+        q, k, v = (tf.transpose(_project_heads(d, x), (0, 2, 1, 3))
+                   for d, x in zip(denses, (query, value, value), strict=True))
+    q = q * tf.cast(self._inverse_sqrt_key_dim, q.dtype)
+    scores = tf.einsum("bntd,bnsd->bnts", q, k)
+    if mask is not None:
+        mask = ops.expand_dims(mask, 1)
+        scores = scores + tf.where(tf.cast(mask, tf.bool), 0.0, -1e9)
+    probs = tf.nn.softmax(scores, axis=-1)
+    context = tf.transpose(tf.einsum("bnts,bnsd->bntd", probs, v), (0, 2, 1, 3))  # [B,T,N,D]
+    out_dense = self._output_dense
+    batch_shape = tf.shape(context)[:-2]
+    out = _linear_2d(tf.reshape(context, (-1, heads * head_size)),
+                     tf.reshape(out_dense.kernel, (heads * head_size, width)), out_dense.bias)
+    return tf.reshape(out, tf.concat([batch_shape, [width]], 0))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
@@ -73,6 +130,9 @@ def main() -> None:
                         help="add the forward with Q/K/V as one matmul on concatenated kernels")
     parser.add_argument("--stock_layer_norm", action="store_true",
                         help="add the forward with keras LayerNormalization's own ops")
+    parser.add_argument("--packed_qkv_heads_first", action="store_true",
+                        help="add the forward with Q/K/V from one kernel packed outside the "
+                             "forward, attention in the [B, N, T, D] layout")
     parser.add_argument("--onnx", action="store_true", help="add ONNX Runtime (same weights)")
     args = parser.parse_args()
     import tempfile
@@ -126,6 +186,12 @@ def main() -> None:
         for jit in (False, True):
             fns[f"jit_compile={jit}, stock LayerNorm"] = traced_with(
                 model, spec, BertLayerNorm, "call", stock, jit_compile=jit)
+    if args.packed_qkv_heads_first:
+        from tfbert.layers.transformer import BertSelfAttention
+
+        _pack_qkv(model)
+        fns["jit_compile=False, packed QKV heads-first"] = traced_with(
+            model, spec, BertSelfAttention, "call", _heads_first_call)
     for name, fn in fns.items():
         if "," in name:
             diff = float(tf.reduce_max(tf.abs(fn(x) - plain(x))))
