@@ -126,11 +126,3 @@ def test_grappler_rewrites_it_into_one_mkl_layer_norm():
     assert not ops & {"FusedBatchNormV3", "_MklNativeFusedBatchNormV3", "Mean"}, sorted(ops)
     np.testing.assert_allclose(out, stock(x), rtol=1e-4, atol=1e-5)
 
-
-def test_docstring_examples_run():
-    import doctest
-
-    import tfbert.layers.layer_norm as module
-
-    result = doctest.testmod(module)
-    assert result.attempted >= 8 and result.failed == 0, result

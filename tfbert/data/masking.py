@@ -82,8 +82,15 @@ class DynamicMasker:
         random_token_rate: float. Share replaced by a random non-special token.
 
     Example:
-    >>> masker = DynamicMasker(vocab, max_predictions_per_seq=20)
+    >>> from tfbert import BertPreprocessor
+    >>> from tfbert.text.vocab import load_vocab
+    >>> vocab = load_vocab("vocab.txt")
+    >>> pre = BertPreprocessor(vocab, seq_length=16)
+    >>> packed = pre(tf.constant(["今天天气很好，我们去公园散步"]))
+    >>> masker = DynamicMasker(vocab, max_predictions_per_seq=4)
     >>> out = masker(packed["input_ids"], seed=tf.constant([1, 2]))  # dict of masked features
+    >>> out["masked_lm_positions"].shape.as_list(), float(tf.reduce_sum(out["masked_lm_weights"]))
+    ([1, 4], 2.0)
     """
 
     def __init__(self, vocab: Sequence[str], max_predictions_per_seq: int,

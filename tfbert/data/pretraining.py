@@ -170,7 +170,9 @@ def pretraining_dataset(
 
     Example:
     >>> ds = pretraining_dataset("data/pretrain.tfrecord-*", "vocab.txt", 128, 20, 32, seed=1)
-    >>> model.fit(ds, steps_per_epoch=1000, epochs=3)  # model: tfbert.BertPretrainer
+    >>> batch = next(iter(ds))  # then: pretrainer.fit(ds, steps_per_epoch=..., epochs=...)
+    >>> batch["input_ids"].shape.as_list(), batch["masked_lm_positions"].shape.as_list()
+    ([32, 128], [32, 20])
     """
     if batch_size < 1:
         raise ValueError(f"batch_size {batch_size} must be >= 1")

@@ -143,7 +143,8 @@ def check_saved_model(export_dir: str,
 
     Example:
         >>> report = check_saved_model("saved_models/sentiment/1")
-        >>> print(report.format())
+        >>> report.ok
+        True
     """
     proto = _read_saved_model(export_dir)
     functions = _function_names(proto)

@@ -34,9 +34,16 @@ class BertPacker(keras.layers.Layer):
         pad_id: int. Id of [PAD].
 
     Example:
-    >>> packer = BertPacker.from_tokenizer(tokenizer, seq_length=128)
-    >>> packer(tokenizer.tokenize(texts))  # one segment
-    >>> packer((tokenizer.tokenize(questions), tokenizer.tokenize(contexts)))  # a pair
+    >>> from tfbert import BertTokenizer
+    >>> tokenizer = BertTokenizer("vocab.txt")
+    >>> packer = BertPacker.from_tokenizer(tokenizer, seq_length=8)
+    >>> one = packer(tokenizer.tokenize(tf.constant(["今天天气"])))  # one segment
+    >>> one["segment_ids"].numpy().tolist()
+    [[0, 0, 0, 0, 0, 0, 0, 0]]
+    >>> pair = packer((tokenizer.tokenize(tf.constant(["今天"])),
+    ...                tokenizer.tokenize(tf.constant(["天气很好"]))))  # a pair
+    >>> pair["segment_ids"].numpy().tolist(), pair["input_mask"].numpy().tolist()
+    ([[0, 0, 0, 0, 1, 1, 1, 1]], [[1, 1, 1, 1, 1, 1, 1, 1]])
     """
 
     def __init__(self, seq_length: int, cls_id: int, sep_id: int, pad_id: int, **kwargs: Any):

@@ -22,8 +22,10 @@ class BertPreprocessor(keras.layers.Layer):
 
     Example:
     >>> pre = BertPreprocessor("vocab.txt", seq_length=128)
-    >>> pre(tf.constant(["a sentence"]))  # dict of int32 [1, 128]
-    >>> ds = ds.map(lambda a, b, y: (pre((a, b)), y))  # pairs, in tf.data
+    >>> {name: t.shape.as_list() for name, t in pre(tf.constant(["一句话"])).items()}
+    {'input_ids': [1, 128], 'input_mask': [1, 128], 'segment_ids': [1, 128]}
+    >>> ds = tf.data.Dataset.from_tensor_slices((["问题"], ["上下文"], [1]))
+    >>> ds = ds.batch(1).map(lambda a, b, y: (pre((a, b)), y))  # pairs, in tf.data
     """
 
     def __init__(self, vocab_file: str | Sequence[str], seq_length: int, lower_case: bool = True,

@@ -96,9 +96,14 @@ class BertTokenizer(keras.layers.Layer):
 
     Example:
     >>> tokenizer = BertTokenizer("vocab.txt")
-    >>> tokenizer.tokenize(tf.constant(["Hello, world!"]))  # ragged int32 [B, (tokens)]
-    >>> ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(["Hello"]))
-    >>> tokenizer.detokenize(ids)  # tf.string [B]
+    >>> ids = tokenizer.tokenize(tf.constant(["今天天气很好"]))  # ragged int32 [B, (tokens)]
+    >>> ids.shape.as_list()
+    [1, None]
+    >>> ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(["今天"]))
+    >>> starts.to_list(), ends.to_list()  # character spans of the pieces
+    ([[0, 1]], [[1, 2]])
+    >>> tokenizer.detokenize(ids).numpy()[0].decode()
+    '今 天'
     """
 
     def __init__(self, vocab_file: str | Sequence[str], lower_case: bool = True, **kwargs: Any):
