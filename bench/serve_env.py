@@ -1,0 +1,111 @@
+"""Batch-1 classifier forward (bert-base-chinese shape, seq 128, float32) under process-wide
+settings that an in-process A/B cannot switch: oneDNN off, thread pools, XLA CPU flags, frozen
+weights with oneDNN's weight prepacking. Each setting runs in its own child process; the
+settings are timed in turn for --rounds rounds and each figure is the median over rounds of the
+per-process medians (bench/NOTES.md, sixth session, changes 20-22).
+
+    python bench/serve_env.py [--rounds 2] [--reps 15] [--settings default,onednn_off,...]
+
+Settings: `default`; `onednn_off` (TF_ENABLE_ONEDNN_OPTS=0); `intra1_inter2` (one intra-op
+thread, two inter-op threads); `frozen` (the forward with its weights as graph constants, timed
+interleaved in one process with the variables version, under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1);
+`xla` (jit_compile=True) and `xla:<flag>` for each XLA_FLAGS value in XLA_SETTINGS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+XLA_SETTINGS = {
+    "xla:onednn": "--xla_cpu_use_onednn=true",
+    "xla:onednn_custom_call": "--xla_cpu_experimental_onednn_custom_call=true",
+    "xla:xnnpack": "--xla_cpu_use_xnnpack=true",
+    "xla:xnn_dot": "--xla_cpu_experimental_xnn_fusion_type=+dot",
+    "xla:ynn_dot": "--xla_cpu_experimental_ynn_fusion_type=+dot",
+    "xla:xnn_graph": "--xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY",
+    "xla:onednn_dot": "--xla_cpu_use_onednn=true --xla_cpu_experimental_onednn_fusion_type=dot",
+}
+SETTINGS = {
+    "default": ({}, []),
+    "onednn_off": ({"TF_ENABLE_ONEDNN_OPTS": "0"}, []),
+    "intra1_inter2": ({"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2"}, []),
+    "frozen": ({"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}, ["--frozen"]),
+    "xla": ({}, ["--jit"]),
+    **{name: ({"XLA_FLAGS": flags}, ["--jit"]) for name, flags in XLA_SETTINGS.items()},
+}
+
+
+def child(model_dir: str, reps: int, jit: bool, frozen: bool) -> dict[str, float]:
+    """Median ms per forward of this process's variants (one line of JSON on stdout)."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import tensorflow as tf
+    from bench_inference import SEQ, make_inputs
+    from common import interleaved_medians
+
+    import tfbert.checkpoints
+
+    model = tfbert.checkpoints.load_model(model_dir)
+    spec = {k: tf.TensorSpec([None, SEQ], tf.int32) for k in ("input_ids", "input_mask",
+                                                               "segment_ids")}
+    fn = tf.function(lambda x: model(x, training=False), input_signature=[spec],
+                     jit_compile=jit)
+    x = {k: tf.constant(v) for k, v in make_inputs(1).items()}
+    calls = {"variables": lambda: fn(x).numpy()}
+    if frozen:
+        from tensorflow.python.framework.convert_to_constants import (
+            convert_variables_to_constants_v2,
+        )
+
+        constants = convert_variables_to_constants_v2(fn.get_concrete_function())
+        flat = [x[k] for k in sorted(x)]  # the concrete function's flat inputs, by key
+        calls["constants"] = lambda: constants(*flat)[0].numpy()
+    return {name: 1e3 * s for name, s in interleaved_medians(calls, reps).items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # (internal) a model dir
+    parser.add_argument("--jit", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--frozen", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.reps, args.jit, args.frozen)))
+        return
+    unknown = sorted(set(args.settings.split(",")) - set(SETTINGS))
+    if unknown:
+        parser.error(f"unknown settings {unknown}; choose from {sorted(SETTINGS)}")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    from bench_inference import build_tfbert
+
+    model_dir = build_tfbert(tempfile.mkdtemp())
+    times: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        for name in args.settings.split(","):
+            env, flags = SETTINGS[name]
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", model_dir, "--reps", str(args.reps),
+                 *flags], env={**os.environ, **env}, capture_output=True, text=True)
+            if out.returncode:
+                times.setdefault(f"{name} (failed: {out.stderr.strip().splitlines()[-1]})", [])
+                continue
+            for variant, ms in json.loads(out.stdout.strip().splitlines()[-1]).items():
+                times.setdefault(name if variant == "variables" else f"{name}, {variant}",
+                                 []).append(ms)
+    for name, values in times.items():
+        median = f"{statistics.median(values):8.1f} ms" if values else "       -   "
+        print(f"{name:32s} {median}  ({', '.join(f'{v:.1f}' for v in values)})")
+
+
+if __name__ == "__main__":
+    main()
