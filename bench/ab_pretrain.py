@@ -33,14 +33,23 @@ def _traced_with_stock(piece: str, make):
     tfbert's (the A side of an A/B): "attention" is keras MultiHeadAttention's own attention
     math (the additive-mask-bias change), "dropout" keras.layers.Dropout's call (BertDropout),
     "last-layer" the pretrainer's full functional graph (its last block on every position),
-    "feed-forward" keras Dense's own FFN path (no BiasAdd, so no fused MatMul + bias + GELU)."""
+    "feed-forward" keras Dense's own FFN path (no BiasAdd, so no fused MatMul + bias + GELU),
+    "attention-core" tfbert's attention traced inside stock_ops() (the scores and context as
+    keras's einsums, not the heads-first batch matmuls behind integer-bitcast swaps)."""
     def maker(batch):
         import keras
 
         from tfbert.layers.dropout import BertDropout
+        from tfbert.layers.graph_forms import stock_ops
         from tfbert.layers.transformer import BertSelfAttention, BertTransformerLayer
         from tfbert.models.encoder import FeatureDictModel
         from tfbert.models.pretrainer import BertPretrainer
+
+        ours_core = BertSelfAttention._compute_attention
+
+        def stock_core(self, *args, **kwargs):
+            with stock_ops():
+                return ours_core(self, *args, **kwargs)
 
         owner, name, stock = {
             "attention": (BertSelfAttention, "_compute_attention",
@@ -48,7 +57,8 @@ def _traced_with_stock(piece: str, make):
             "dropout": (BertDropout, "call", keras.layers.Dropout.call),
             "last-layer": (BertPretrainer, "call", FeatureDictModel.call),
             "feed-forward": (BertTransformerLayer, "_feed_forward",
-                             lambda self, x: self.output_dense(self.intermediate_dense(x)))
+                             lambda self, x: self.output_dense(self.intermediate_dense(x))),
+            "attention-core": (BertSelfAttention, "_compute_attention", stock_core),
         }[piece]
         ours = getattr(owner, name)
         setattr(owner, name, stock)
@@ -78,6 +88,9 @@ MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_s
           "tfbert-full-last-layer": _traced_with_stock("last-layer", tfbert_step),
           "tfbert-nojit-full-last-layer": _traced_with_stock(
               "last-layer", lambda b: tfbert_step(b, jit_compile=False)),
+          "tfbert-stock-attention-core": _traced_with_stock("attention-core", tfbert_step),
+          "tfbert-nojit-stock-attention-core": _traced_with_stock(
+              "attention-core", lambda b: tfbert_step(b, jit_compile=False)),
           "tfbert-stock-ffn": _traced_with_stock("feed-forward", tfbert_step),
           "tfbert-nojit-stock-ffn": _traced_with_stock(
               "feed-forward", lambda b: tfbert_step(b, jit_compile=False))}

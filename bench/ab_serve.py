@@ -4,12 +4,15 @@ would call it, (--stock_projections) the XLA-off forward traced with keras
 MultiHeadAttention's own EinsumDense projections instead of tfbert's 2-D matmuls,
 (--stock_feed_forward) with keras Dense's own feed-forward path (no fused bias + GELU),
 (--stock_layer_norm) with keras LayerNormalization's ops instead of the fused form,
+(--stock_attention_core) with the scores and context as keras's einsums instead of the
+heads-first batch matmuls behind integer-bitcast transposes,
 (--packed_qkv_heads_first) with Q/K/V from one kernel packed before tracing and the attention in
 the [B, N, T, D] layout (an experiment, bench/NOTES.md change 24), and (--onnx)
 ONNX Runtime on the same weights. Decides the serving function's settings (see bench/NOTES.md).
 
     python bench/ab_serve.py [--rounds 10] [--batch 1] [--stock_projections]
-        [--stock_feed_forward] [--stock_layer_norm] [--packed_qkv_heads_first] [--onnx]
+        [--stock_feed_forward] [--stock_layer_norm] [--stock_attention_core]
+        [--packed_qkv_heads_first] [--onnx]
 """
 
 from __future__ import annotations
@@ -130,6 +133,8 @@ def main() -> None:
                         help="add the forward with Q/K/V as one matmul on concatenated kernels")
     parser.add_argument("--stock_layer_norm", action="store_true",
                         help="add the forward with keras LayerNormalization's own ops")
+    parser.add_argument("--stock_attention_core", action="store_true",
+                        help="add the forward with keras's score and context einsums")
     parser.add_argument("--packed_qkv_heads_first", action="store_true",
                         help="add the forward with Q/K/V from one kernel packed outside the "
                              "forward, attention in the [B, N, T, D] layout")
@@ -186,6 +191,20 @@ def main() -> None:
         for jit in (False, True):
             fns[f"jit_compile={jit}, stock LayerNorm"] = traced_with(
                 model, spec, BertLayerNorm, "call", stock, jit_compile=jit)
+    if args.stock_attention_core:
+        from tfbert.layers.graph_forms import stock_ops
+        from tfbert.layers.transformer import BertSelfAttention
+
+        ours = BertSelfAttention._compute_attention
+
+        def stock_core(self, *args, **kwargs):
+            with stock_ops():
+                return ours(self, *args, **kwargs)
+
+        for jit in (False, True):
+            fns[f"jit_compile={jit}, stock attention core"] = traced_with(
+                model, spec, BertSelfAttention, "_compute_attention", stock_core,
+                jit_compile=jit)
     if args.packed_qkv_heads_first:
         from tfbert.layers.transformer import BertSelfAttention
 

@@ -4,16 +4,19 @@ four layers' worth, each output feeding the next, as in the model). bench/NOTES.
 session, quotes these figures.
 
     python bench/probe_matmul.py [--intra_op N] [--inter_op N] [--rounds 30]
-        [--variants biasadd,nobias,constants,conv1x1,split_halves,torch]
+        [--variants biasadd,nobias,bias_after_reshape,constants,conv1x1,batch_matmul,
+                    batch_matmul_nobias,split_halves,torch]
 
 Variants (timed round-robin in one process, medians): `biasadd` MatMul + BiasAdd (what tfbert's
-layers run; Grappler fuses them), `nobias` MatMul alone, `constants` the weights as graph
-constants (with `TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` in the environment oneDNN then prepacks
-them), `conv1x1` each matmul as a 1x1 Conv2D, `split_halves` each matmul as two matmuls on
-pre-split column halves (independent ops the inter-op pool can run side by side; try with
-`--intra_op 1 --inter_op 2`), `torch` PyTorch `addmm` with torch.set_num_threads(--intra_op or
-the core count), timed in a child process (TensorFlow's spinning pool threads would take its
-cores). `ONEDNN_VERBOSE=1` shows which oneDNN kernel each variant gets.
+layers run; Grappler fuses them), `nobias` MatMul alone, `bias_after_reshape` MatMul, then the
+bias as a separate add (unfused), `batch_matmul`/`batch_matmul_nobias` BatchMatMulV2 on
+[1, M, K] (oneDNN's matmul primitive), `constants` the weights as graph constants (with
+`TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1` in the environment oneDNN then prepacks them), `conv1x1`
+each matmul as a 1x1 Conv2D, `split_halves` each matmul as two matmuls on pre-split column
+halves (independent ops the inter-op pool can run side by side; try with `--intra_op 1
+--inter_op 2`), `torch` PyTorch `addmm` with torch.set_num_threads(--intra_op or the core
+count), timed in a child process (TensorFlow's spinning pool threads would take its cores).
+`ONEDNN_VERBOSE=1` shows which oneDNN kernel each variant gets.
 """
 
 from __future__ import annotations
@@ -57,6 +60,14 @@ def tf_chains(variants: list[str]) -> dict:
         "conv1x1": lambda i, h: tf.reshape(tf.nn.bias_add(tf.nn.conv2d(
             tf.reshape(h, (1, 1, M, -1)), tf.reshape(ws[i], (1, 1, *SHAPES[i])), 1, "VALID"),
             bs[i]), (M, -1)),
+        # the bias added after a reshape to [1, M, N], which Grappler's remapper does not fold
+        # into the matmul (a plain `+ bias`, even of a [1, N] row, it does): the matmul runs as
+        # oneDNN's sgemm (`gemm_api`, as `nobias`) instead of the fused `inner_product`
+        "bias_after_reshape": lambda i, h: tf.reshape(
+            tf.reshape(tf.matmul(h, ws[i]), (1, M, -1)) + bs[i], (M, -1)),
+        # BatchMatMulV2 on [1, M, K] x [K, N] (oneDNN's matmul primitive, not inner_product)
+        "batch_matmul": lambda i, h: tf.reshape(tf.matmul(h[None], ws[i]) + bs[i], (M, -1)),
+        "batch_matmul_nobias": lambda i, h: tf.reshape(tf.matmul(h[None], ws[i]), (M, -1)),
         "split_halves": lambda i, h: tf.concat(
             [tf.nn.bias_add(tf.matmul(h, w), b) for w, b in halves[i]], 1),
     }

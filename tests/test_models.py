@@ -162,6 +162,10 @@ def test_pretrainer_last_layer_only_at_read_rows(policy):
     for var, g, r in zip(model.trainable_variables, grads, ref_grads, strict=True):
         g, r = tf.convert_to_tensor(g), tf.convert_to_tensor(r)
         scale = float(tf.reduce_max(tf.abs(r))) + 1e-6
+        if var.path.endswith("attention/key/bias"):
+            # Zero in exact arithmetic (the softmax ignores a per-query shift of the scores):
+            # both sides are rounding noise, so only their size is checked.
+            scale = max(scale, 1e-4)
         assert float(tf.reduce_max(tf.abs(g - r))) <= tol * scale, var.path
     block = model.encoder.transformer_layers[-1]
     with pytest.raises(ValueError, match="query_positions needs a \\[B, 1, T\\] key-padding"):
@@ -206,6 +210,10 @@ def test_classifier_last_layer_only_at_cls(policy):
             continue
         g, r = tf.convert_to_tensor(g), tf.convert_to_tensor(r)
         scale = float(tf.reduce_max(tf.abs(r))) + 1e-6
+        if var.path.endswith("attention/key/bias"):
+            # Zero in exact arithmetic (the softmax ignores a per-query shift of the scores):
+            # both sides are rounding noise, so only their size is checked.
+            scale = max(scale, 1e-4)
         assert float(tf.reduce_max(tf.abs(g - r))) <= tol * scale, var.path
 
 

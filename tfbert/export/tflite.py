@@ -243,11 +243,11 @@ def convert(module: tf.Module, quantization: str, custom_ops: bool) -> bytes:
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"tflite.py: quantization {quantization!r} is not one of "
                          f"{QUANTIZATIONS}")
-    from tfbert.layers.layer_norm import keras_layer_norm
+    from tfbert.layers.graph_forms import stock_ops
 
-    # keras's LayerNorm ops, not the form Grappler fuses for TF Serving (layer_norm.py): the
-    # converter would decompose that one into more ops, and a larger int8 file.
-    with tempfile.TemporaryDirectory() as tmp, keras_layer_norm():
+    # keras's own ops, not the TensorFlow graph forms of the SavedModel (graph_forms.py): the
+    # converter would decompose the fused LayerNorm into more ops, and a larger int8 file.
+    with tempfile.TemporaryDirectory() as tmp, stock_ops():
         tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

@@ -10,43 +10,16 @@ probed and did not fuse). `BertLayerNorm` emits that formulation at inference un
 with the configured epsilon passed to the raw op (tf.nn.fused_batch_norm's wrapper would raise
 BERT's 1e-12 to 1.001e-5). Training keeps keras's own ops, so training numerics are unchanged;
 so do the other backends, non-float32 inputs and hosts with a GPU (cuDNN's batch norm clamps
-epsilon to 1e-5). So do graphs traced inside `keras_layer_norm()`: the TFLite export uses it,
-since the converter decomposes the fused form into more ops than keras's and XNNPACK has no
-use for it.
+epsilon to 1e-5). So do graphs traced inside `tfbert.layers.graph_forms.stock_ops()`: the
+TFLite export uses it, since the converter decomposes the fused form into more ops than keras's
+and XNNPACK has no use for it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import functools
-from collections.abc import Iterator
-
 import keras
 
-_STOCK = contextvars.ContextVar("tfbert_stock_layer_norm", default=False)
-
-
-@contextlib.contextmanager
-def keras_layer_norm() -> Iterator[None]:
-    """Within the block, BertLayerNorm runs (and traces) keras LayerNormalization's own ops.
-
-    Example:
-    >>> import numpy as np
-    >>> import tensorflow as tf
-    >>> norm = BertLayerNorm()
-    >>> forward = tf.function(lambda x: norm(x, training=False))
-    >>> x = np.arange(8, dtype="float32").reshape(2, 4)
-    >>> with keras_layer_norm():
-    ...     graph = forward.get_concrete_function(x).graph
-    >>> "FusedBatchNormV3" in {op.type for op in graph.get_operations()}
-    False
-    """
-    token = _STOCK.set(True)
-    try:
-        yield
-    finally:
-        _STOCK.reset(token)
+from tfbert.layers.graph_forms import has_gpu, tensorflow_forms
 
 
 @keras.saving.register_keras_serializable(package="tfbert")
@@ -81,18 +54,12 @@ class BertLayerNorm(keras.layers.LayerNormalization):
 
     def _fusable(self, inputs) -> bool:
         """The fused formulation applies: TensorFlow, float32, the last axis only, centred and
-        scaled, no GPU, not inside keras_layer_norm()."""
+        scaled, no GPU, not inside stock_ops()."""
         rank = len(inputs.shape)
-        return (not _STOCK.get() and keras.backend.backend() == "tensorflow"
+        return (tensorflow_forms()
                 and self.compute_dtype == "float32"
                 and keras.backend.standardize_dtype(inputs.dtype) == "float32"
                 and [axis % rank for axis in self.axis] == [rank - 1]
                 and inputs.shape[-1] is not None
-                and self.center and self.scale and not self.rms_scaling and not _has_gpu())
+                and self.center and self.scale and not self.rms_scaling and not has_gpu())
 
-
-@functools.cache
-def _has_gpu() -> bool:
-    import tensorflow as tf
-
-    return bool(tf.config.list_logical_devices("GPU"))

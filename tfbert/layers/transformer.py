@@ -13,6 +13,7 @@ from keras import ops
 
 from tfbert.layers.activations import get_activation
 from tfbert.layers.dropout import BertDropout
+from tfbert.layers.graph_forms import swap_axes_1_2, tensorflow_forms
 from tfbert.layers.heads import gather_positions
 from tfbert.layers.layer_norm import BertLayerNorm
 from tfbert.layers.precision import float32_policy
@@ -24,7 +25,7 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
 
     The Q/K/V/output EinsumDense sublayers (their variables, names and shapes) and the
     [B, 1, T] or [B, T, T] boolean mask are the Keras layer's; see its docstring for the
-    arguments. Two things are computed differently, with the same results (bench/NOTES.md):
+    arguments. Three things are computed differently, with the same results (bench/NOTES.md):
 
     - When the probabilities are not returned, the mask enters as an additive [B, 1, 1, T] bias
       (0 or -1e9) instead of the stock `where` before and after the softmax over the full
@@ -32,6 +33,12 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
     - The projections run as one 2-D matmul each, [B*T, H] x [H, N*D] (the kernels reshaped),
       instead of EinsumDense's "abc,cde->abde", which TensorFlow lowers to a broadcasting
       BatchMatMulV2 that oneDNN runs well below its plain MatMul speed.
+    - Under TensorFlow the scores and the context are batch matmuls in the heads-first
+      [B, N, T, D] layout, entered and left by `swap_axes_1_2` (three swaps in, one out, at
+      TensorFlow's transpose speed rather than oneDNN's; graph_forms.py), with the key
+      transposed inside the matmul (transpose_b) and the 1/sqrt(D) scale applied to the scores,
+      where Grappler fuses it into the matmul. keras's einsums would add a full [B, N, D, S]
+      transpose of the key and run all four as oneDNN reorders.
     """
 
     def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
@@ -74,8 +81,16 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
                 query, key, value, attention_mask=attention_mask, training=training,
                 return_attention_scores=return_attention_scores,
                 use_causal_mask=use_causal_mask)
-        query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
-        scores = ops.einsum(self._dot_product_equation, key, query)  # [B, N, T, S]
+        heads_first = tensorflow_forms()
+        if heads_first:  # see the class docstring
+            import tensorflow as tf
+
+            query, key, value = (swap_axes_1_2(t) for t in (query, key, value))  # [B, N, *, D]
+            scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, S]
+            scores = scores * ops.cast(self._inverse_sqrt_key_dim, scores.dtype)
+        else:
+            query = ops.multiply(query, ops.cast(self._inverse_sqrt_key_dim, query.dtype))
+            scores = ops.einsum(self._dot_product_equation, key, query)  # [B, N, T, S]
         scores = ops.cast(scores, self._softmax.compute_dtype)
         if attention_mask is not None:
             if len(attention_mask.shape) == 3:  # [B, 1 or T, S] -> [B, 1, 1 or T, S]
@@ -88,6 +103,8 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
         if self._dropout > 0.0:
             probs = self._dropout_layer(probs, training=training)
         probs = ops.cast(probs, value.dtype)
+        if heads_first:
+            return swap_axes_1_2(ops.matmul(probs, value)), None  # [B, T, N, D]
         return ops.einsum(self._combine_equation, probs, value), None  # [B, T, N, D]
 
     def _build_attention(self, rank: int) -> None:
