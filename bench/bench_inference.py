@@ -11,6 +11,12 @@ Runtime) is timed in its own process, as its users run it: in one process the li
 thread pools (TensorFlow's, OpenMP's, ORT's spinning workers) compete for the two cores and
 slowed TensorFlow's batch-1 latency about 2x in an earlier version of this benchmark.
 
+Cases: batch 1 and batch 32 with all 128 positions real tokens (the headline: every system does
+the full work), and batch 1 with 32 real tokens padded to 128 (what a short request to a
+max_seq_length-128 model looks like): tfbert's SavedModel runs it to the batch's last attended
+position (rounded up to 16; ExportSpec.trim_padding), the other systems as their users run
+them, over all 128 positions.
+
     python bench/bench_inference.py [--quick] [--rounds 2]
 """
 
@@ -29,15 +35,19 @@ import numpy as np  # noqa: E402
 from common import timeit  # noqa: E402
 
 SEQ, NUM_CLASSES, PRESET = 128, 2, "bert-base-chinese"
-BATCH_SIZES = (1, 32)
+# (label, batch, real tokens of SEQ)
+CASES = (("b=1", 1, SEQ), ("b=32", 32, SEQ), ("b=1, 32 of 128 tokens", 1, 32))
 
 
-def make_inputs(batch: int, seq: int = SEQ, vocab: int = 21128, seed: int = 0) -> dict:
+def make_inputs(batch: int, seq: int = SEQ, vocab: int = 21128, seed: int = 0,
+                real: int | None = None) -> dict:
+    """Random ids [CLS] ... [SEP] in the first `real` positions (default all), then padding."""
+    real = seq if real is None else real
     rng = np.random.default_rng(seed)
     ids = rng.integers(5, vocab, (batch, seq)).astype("int32")
-    ids[:, 0], ids[:, -1] = 101, 102
-    return {"input_ids": ids, "input_mask": np.ones((batch, seq), "int32"),
-            "segment_ids": np.zeros((batch, seq), "int32")}
+    ids[:, 0], ids[:, real - 1], ids[:, real:] = 101, 102, 0
+    mask = (np.arange(seq) < real)[None].repeat(batch, 0).astype("int32")
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros((batch, seq), "int32")}
 
 
 def build_tfbert(workdir: str, config=None) -> str:
@@ -213,15 +223,15 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[
         systems = {family: e}
     rows = []
     for name, fn in systems.items():
-        for batch in BATCH_SIZES:
+        for case, batch, real in CASES:
+            row = {"benchmark": "inference", "system": f"{name} {case}", "case": case,
+                   "batch": batch, "real_tokens": real}
             if isinstance(fn, Exception):
-                rows.append({"benchmark": "inference", "system": name, "batch": batch,
-                             "error": f"{type(fn).__name__}: {fn}"})
+                rows.append({**row, "error": f"{type(fn).__name__}: {fn}"})
                 continue
-            x = make_inputs(batch)
+            x = make_inputs(batch, real=real)
             t = timeit(lambda fn=fn, x=x: fn(x), warmup=2, reps=reps[batch])
-            rows.append({"benchmark": "inference", "system": f"{name} b={batch}",
-                         "batch": batch, "latency_ms": 1e3 * t["median_s"]})
+            rows.append({**row, "latency_ms": 1e3 * t["median_s"]})
     return rows
 
 
@@ -251,7 +261,7 @@ def run(quick: bool = False, rounds: int = 1) -> dict:
                     continue
                 with open(out) as f:
                     for row in json.load(f):
-                        per_round.setdefault((row["system"], row["batch"]), []).append(row)
+                        per_round.setdefault((row["system"], row["case"]), []).append(row)
                 os.remove(out)
     rows = errors
     for found in per_round.values():
@@ -265,16 +275,16 @@ def run(quick: bool = False, rounds: int = 1) -> dict:
     ours_at = {"float32": "tfbert SavedModel serve_ids", "bfloat16":
                "tfbert SavedModel serve_ids bfloat16", "int8": "tfbert TFLite int8"}
     ratios = {}
-    for batch in BATCH_SIZES:
-        by = {r["system"].rsplit(" b=", 1)[0]: r["latency_ms"] for r in rows
-              if r.get("batch") == batch and "latency_ms" in r}
+    for case, _, _ in CASES:
+        by = {r["system"][:-len(case) - 1]: r["latency_ms"] for r in rows
+              if r.get("case") == case and "latency_ms" in r}
         for name, ms in by.items():
             if name.startswith("tfbert"):
                 continue
             precision = next((p for p in ("bfloat16", "int8") if name.endswith(p)), "float32")
             ours = by.get(ours_at[precision])
             if ours:
-                ratios[f"b={batch} {name}/{ours_at[precision]} latency"] = ms / ours
+                ratios[f"{case} {name}/{ours_at[precision]} latency"] = ms / ours
     return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES, "rounds": rounds},
             "rows": rows, "ratios": ratios}
 

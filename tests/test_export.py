@@ -479,6 +479,68 @@ def test_pair_classifier_and_encoder_signatures(tmp_path, chinese_vocab_file):
     np.testing.assert_array_equal(got["input_mask"].numpy(), features["input_mask"].numpy())
 
 
+def test_trimmed_length():
+    from tfbert.export.saved_model import _trimmed_length
+
+    def length(rows, t: int = 32) -> int:
+        return int(_trimmed_length(tf.constant(rows, tf.int32, shape=np.shape(rows)), t))
+
+    assert length([[1] * 5 + [0] * 27]) == 16
+    assert length([[1] * 17 + [0] * 15]) == 32
+    assert length([[1] * 16 + [0] * 16, [1] * 3 + [0] * 29]) == 16
+    assert length([[0] * 40 + [1] + [0] * 23], t=64) == 48  # a lone attended position counts
+    assert length([[0] * 32]) == 16
+    assert length(np.zeros((0, 32), int)) == 16  # an empty batch
+    assert length([[1] * 18 + [0] * 2], t=20) == 20  # never past T
+    assert length([[2] * 3 + [0] * 5], t=8) == 8  # any nonzero attends
+
+
+@pytest.mark.parametrize("kind", ["ner", "qa", "encoder"])
+def test_trim_padding_leaves_attended_positions_unchanged(kind, tmp_path, chinese_vocab_file):
+    """A batch of short texts runs at 16 positions instead of SEQ: per-position outputs agree
+    with the untrimmed export where any row attends and read 0 past the cut; the decoded
+    outputs are identical; a short row batched with a full-length one (no cut) agrees too."""
+    import dataclasses
+
+    from tfbert.export import load_for_export
+    from tfbert.export.saved_model import BertServingModule
+
+    vocab_size = len(open(chinese_vocab_file, encoding="utf-8").readlines())
+    model, metadata = tiny_model("classification" if kind == "encoder" else kind, vocab_size)
+    if kind == "encoder":
+        model, metadata = model.encoder, None
+    tfbert.save_pretrained(model, str(tmp_path), vocab_file=chinese_vocab_file, metadata=metadata)
+    loaded, vocab_file, spec, _ = load_for_export(str(tmp_path), max_seq_length=SEQ)
+    assert spec.trim_padding
+    trimmed = BertServingModule(loaded, vocab_file, spec)
+    full = BertServingModule(loaded, vocab_file, dataclasses.replace(spec, trim_padding=False))
+    short = ["人民日报", "北京欢迎你。", ""]
+    inputs = [tf.constant(short)] + ([tf.constant(["在哪里？", "谁？", "何时"])]
+                                     if kind == "qa" else [])
+    got, want = (module.serve_text(*inputs) for module in (trimmed, full))
+    per_position = {"ner": ["logits"], "qa": ["start_logits", "end_logits"],
+                    "encoder": ["sequence_output"]}[kind]
+    mask = want["input_mask"].numpy() if kind == "encoder" else None
+    for name in want:
+        a, b = got[name].numpy(), want[name].numpy()
+        if name in per_position:
+            np.testing.assert_allclose(a[:, :16], b[:, :16], atol=TOLERANCE)
+            assert not a[:, 16:].any() and b[:, 16:].any(), name  # the cut happened
+        elif a.dtype.kind == "f":
+            np.testing.assert_allclose(a, b, atol=TOLERANCE)
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=name)
+    if mask is not None:
+        assert mask[:, 16:].sum() == 0
+    # Batched with a row as long as SEQ (nothing cut), the short rows' outputs are the same.
+    long = "".join(corpora.people_daily_lines()[:4])
+    batched = trimmed.serve_text(*(tf.concat([x, tf.constant([long])], 0) for x in inputs))
+    for name in per_position:
+        np.testing.assert_allclose(batched[name].numpy()[:3, :16], got[name].numpy()[:, :16],
+                                   atol=TOLERANCE)
+        assert batched[name].numpy()[3, 16:].any()
+
+
 def test_load_for_export_errors(tmp_path, chinese_vocab_file):
     from tfbert.export import load_for_export
 

@@ -107,7 +107,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
                  tflite_dir: str | None = None, text_tflite: bool = True,
                  max_seq_length: int | None = None, pair: bool | None = None,
                  check: bool = True, dtype: str = "float32",
-                 jit_compile: bool = False) -> dict[str, Any]:
+                 jit_compile: bool = False, trim_padding: bool = True) -> dict[str, Any]:
     """Exports a model directory as a TF Serving SavedModel (and optionally TFLite files).
 
     Args:
@@ -125,6 +125,8 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
             (their own quantizations apply).
         jit_compile: bool. XLA-compile the model's forward in the signatures (ExportSpec);
             TF Serving then needs --xla_cpu_compilation_enabled=true on CPU.
+        trim_padding: bool. Run each request only up to its batch's last attended position
+            (rounded up to a multiple of 16); see ExportSpec.trim_padding.
 
     Returns:
         {"export_dir", "task", "max_seq_length", "signatures": {name: {"inputs", "outputs"}},
@@ -139,6 +141,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
 
     model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair, dtype)
     spec.jit_compile = jit_compile
+    spec.trim_padding = trim_padding
     module = export_saved_model(model, export_dir, vocab_file, spec,
                                 metadata={"source": os.path.abspath(model_dir), "dtype": dtype})
     result: dict[str, Any] = {

@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="XLA-compile the model's forward in the signatures (faster at "
                              "batch 1 on CPU; TF Serving then needs "
                              "--xla_cpu_compilation_enabled=true)")
+    parser.add_argument("--no_trim_padding", action="store_true",
+                        help="run every request at the full max_seq_length instead of up to "
+                             "the batch's last attended position")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     result = export_model(
@@ -44,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         tflite=tuple(q.strip() for q in args.tflite.split(",") if q.strip()),
         tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
         max_seq_length=args.max_seq_length, pair=args.pair, dtype=args.dtype,
-        jit_compile=args.jit_compile)
+        jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding)
     out = sys.stdout
     out.write(f"SavedModel: {result['export_dir']} (task {result['task']}, "
               f"max_seq_length {result['max_seq_length']}, {result['dtype']})\n")

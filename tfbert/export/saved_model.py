@@ -77,8 +77,14 @@ class ExportSpec:
             pre- and post-processing stay TF ops). Measured faster at batch 1 on CPU
             (bench/NOTES.md), but TF Serving's CPU server runs an XLA-compiled function only
             when started with `--xla_cpu_compilation_enabled=true`; the serving check warns.
-            XLA compiles once per batch size (seconds for bert-base; the first request of
-            each new size waits for it).
+            XLA compiles once per batch size and trimmed length (seconds for bert-base; the
+            first request of each new shape waits for it).
+        trim_padding: bool. Run the model only up to the batch's last attended position,
+            rounded up to a multiple of 16 (at most T): positions past it are padding in every
+            row, which no attended position sees, so the results there are unchanged while a
+            short request costs a fraction of the full T (bench/NOTES.md). Per-position outputs
+            (NER logits, QA start/end logits, encoder sequence_output) read 0 at the positions
+            cut off. False runs every request at the full T.
     """
 
     task: str
@@ -92,6 +98,7 @@ class ExportSpec:
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
     jit_compile: bool = False
+    trim_padding: bool = True
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -190,13 +197,22 @@ class BertServingModule(tf.Module):
     # --- pieces ----------------------------------------------------------------------------------
 
     def _run_model(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        t = self._spec.seq_length
+        if self._spec.trim_padding:  # see ExportSpec.trim_padding
+            length = _trimmed_length(inputs["input_mask"], t)
+            inputs = {name: x[:, :length] for name, x in inputs.items()}
         outputs = self._objects.forward(inputs)
         task = self._spec.task
-        if task in ("classification", "ner"):
+        if task == "classification":
             return {"logits": tf.cast(outputs, tf.float32)}
+        if task == "ner":
+            return {"logits": _pad_positions(tf.cast(outputs, tf.float32), t)}
         if task == "qa":
-            return {k: tf.cast(outputs[k], tf.float32) for k in ("start_logits", "end_logits")}
-        return {k: tf.cast(outputs[k], tf.float32) for k in ("pooled_output", "sequence_output")}
+            return {k: _pad_positions(tf.cast(outputs[k], tf.float32), t)
+                    for k in ("start_logits", "end_logits")}
+        return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
+                "sequence_output": _pad_positions(tf.cast(outputs["sequence_output"],
+                                                          tf.float32), t)}
 
     def _preprocess(self, text: tf.Tensor, text_b: tf.Tensor | None
                     ) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor]]:
@@ -361,6 +377,26 @@ class BertServingModule(tf.Module):
 
 
 # --- graph helpers ---------------------------------------------------------------------------
+
+
+TRIM_MULTIPLE = 16  # trimmed lengths are multiples of this: few distinct shapes to compile
+
+
+def _trimmed_length(mask: tf.Tensor, t: int) -> tf.Tensor:
+    """One past the batch's last attended position (mask != 0), rounded up to a multiple of
+    TRIM_MULTIPLE, at least one multiple and at most T: int32 scalar."""
+    attended = tf.cast(tf.not_equal(mask, 0), tf.int32)  # [B, T]
+    last = tf.reduce_max(attended * tf.range(1, t + 1)[tf.newaxis, :])  # int32 min if B = 0
+    rounded = tf.maximum(last + TRIM_MULTIPLE - 1, TRIM_MULTIPLE) // TRIM_MULTIPLE
+    return tf.minimum(rounded * TRIM_MULTIPLE, t)
+
+
+def _pad_positions(x: tf.Tensor, t: int) -> tf.Tensor:
+    """[B, L, ...] -> [B, T, ...]: zeros at the positions trim_padding cut off."""
+    paddings = [[0, 0], [0, t - tf.shape(x)[1]]] + [[0, 0]] * (x.shape.rank - 2)
+    y = tf.pad(x, paddings)
+    y.set_shape([x.shape[0], t, *x.shape[2:]])
+    return y
 
 
 def _valid_utf8(text: tf.Tensor) -> tf.Tensor:
