@@ -15,7 +15,9 @@ Cases: batch 1 and batch 32 with all 128 positions real tokens (the headline: ev
 the full work), and batch 1 with 32 real tokens padded to 128 (what a short request to a
 max_seq_length-128 model looks like): tfbert's SavedModel runs it to the batch's last attended
 position (rounded up to 16; ExportSpec.trim_padding), the other systems as their users run
-them, over all 128 positions.
+them, over all 128 positions. The family `tfbert-frozen-weights` times the same float32
+SavedModel in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1, the setting docs/serving.md
+recommends for a TF Serving process (oneDNN then reorders each weight once and keeps it).
 
     python bench/bench_inference.py [--quick] [--rounds 2]
 """
@@ -70,8 +72,10 @@ def build_tfbert(workdir: str, config=None) -> str:
     return model_dir
 
 
-def tfbert_systems(model_dir: str, workdir: str) -> dict:
-    """serve_ids of the exported SavedModel, and the TFLite files (ids in)."""
+def tfbert_systems(model_dir: str, workdir: str, frozen_weights: bool = False) -> dict:
+    """serve_ids of the exported SavedModel, and the TFLite files (ids in); with
+    frozen_weights only the float32 serve_ids, under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (set by
+    the caller in this process's environment; docs/serving.md)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer op the SavedModels hold)
 
@@ -90,6 +94,9 @@ def tfbert_systems(model_dir: str, workdir: str) -> dict:
     with open(tflite_info) as f:
         info = {"tflite": json.load(f)}
     systems = {}
+    if frozen_weights:
+        serve_ids = tf.saved_model.load(export_dir).signatures["serve_ids"]
+        return {FROZEN: lambda x: serve_ids(**{k: tf.constant(v) for k, v in x.items()})}
     for name, path in (("tfbert SavedModel serve_ids", export_dir),
                        ("tfbert SavedModel serve_ids bfloat16", bf16_dir),
                        ("tfbert SavedModel serve_ids (XLA export)", xla_dir)):
@@ -203,7 +210,10 @@ def _ort_systems(model, to_torch, workdir: str) -> dict:
     return systems
 
 
-FAMILIES = ("tfbert", "keras-hub", "pytorch", "onnxruntime")
+FAMILIES = ("tfbert", "tfbert-frozen-weights", "keras-hub", "pytorch", "onnxruntime")
+# Process environments per family: the recommended TF Serving setting of docs/serving.md
+FAMILY_ENV = {"tfbert-frozen-weights": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}}
+FROZEN = "tfbert SavedModel serve_ids, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"
 
 
 def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[dict]:
@@ -212,8 +222,9 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[
 
     reps = {1: 5 if quick else 10, 32: 2 if quick else 4}
     try:
-        if family == "tfbert":
-            systems = tfbert_systems(model_dir, workdir)
+        if family.startswith("tfbert"):
+            systems = tfbert_systems(model_dir, workdir,
+                                     frozen_weights=family == "tfbert-frozen-weights")
         elif family == "keras-hub":
             config = tfbert.BertConfig.from_json_file(os.path.join(model_dir, "config.json"))
             systems = {"keras-hub (XLA)": keras_hub_system(config)}
@@ -254,7 +265,8 @@ def run(quick: bool = False, rounds: int = 1) -> dict:
                 command = [sys.executable, os.path.abspath(__file__), "--family", family,
                            "--model_dir", model_dir, "--workdir", workdir, "--out", out]
                 proc = subprocess.run(command + (["--quick"] if quick else []),
-                                      capture_output=True, text=True)
+                                      capture_output=True, text=True,
+                                      env={**os.environ, **FAMILY_ENV.get(family, {})})
                 if proc.returncode != 0 or not os.path.exists(out):
                     errors.append({"benchmark": "inference", "system": family,
                                    "error": proc.stderr[-2000:]})
@@ -285,6 +297,8 @@ def run(quick: bool = False, rounds: int = 1) -> dict:
             ours = by.get(ours_at[precision])
             if ours:
                 ratios[f"{case} {name}/{ours_at[precision]} latency"] = ms / ours
+            if precision == "float32" and name.startswith("onnxruntime") and by.get(FROZEN):
+                ratios[f"{case} {name}/{FROZEN} latency"] = ms / by[FROZEN]
     return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES, "rounds": rounds},
             "rows": rows, "ratios": ratios}
 

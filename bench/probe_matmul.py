@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-M, K = 128, 768
+M, K = int(os.environ.get("PROBE_ROWS", 128)), 768  # PROBE_ROWS: rows (batch x tokens)
 SHAPES = ([(768, 768)] * 4 + [(768, 3072), (3072, 768)]) * 4
 
 

@@ -4,12 +4,18 @@ weights with oneDNN's weight prepacking. Each setting runs in its own child proc
 settings are timed in turn for --rounds rounds and each figure is the median over rounds of the
 per-process medians (bench/NOTES.md, sixth session, changes 20-22).
 
-    python bench/serve_env.py [--rounds 2] [--reps 15] [--settings default,onednn_off,...]
+    python bench/serve_env.py [--rounds 2] [--reps 15] [--tokens 128]
+                              [--settings default,onednn_off,...]
+
+--tokens: the request's length (a trimmed short request runs at its own length; 128 = SEQ).
 
 Settings: `default`; `onednn_off` (TF_ENABLE_ONEDNN_OPTS=0); `intra1_inter2` (one intra-op
 thread, two inter-op threads); `frozen` (the forward with its weights as graph constants, timed
 interleaved in one process with the variables version, under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1);
-`xla` (jit_compile=True) and `xla:<flag>` for each XLA_FLAGS value in XLA_SETTINGS.
+`spin` (TF_THREAD_PINNING_MODE=none,<cores - 1>,400: Intel's model-zoo inference setting,
+thread-pool spin-waiting) and `spin_frozen` (that and TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 with the
+weights as variables, as a SavedModel keeps them); `xla` (jit_compile=True) and `xla:<flag>`
+for each XLA_FLAGS value in XLA_SETTINGS.
 """
 
 from __future__ import annotations
@@ -33,31 +39,37 @@ XLA_SETTINGS = {
     "xla:xnn_graph": "--xla_cpu_experimental_xnn_graph_fusion_mode=XNN_GRAPH_FUSION_MODE_GREEDY",
     "xla:onednn_dot": "--xla_cpu_use_onednn=true --xla_cpu_experimental_onednn_fusion_type=dot",
 }
+SPIN = f"none,{max((os.cpu_count() or 2) - 1, 1)},400"
 SETTINGS = {
     "default": ({}, []),
     "onednn_off": ({"TF_ENABLE_ONEDNN_OPTS": "0"}, []),
     "intra1_inter2": ({"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2"}, []),
     "frozen": ({"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}, ["--frozen"]),
+    # Intel's TensorFlow model scripts' inference settings: no pinning, spin-wait (us) in the
+    # thread pools on cores - 1 threads; then with the frozen-weights flag as well
+    "spin": ({"TF_THREAD_PINNING_MODE": SPIN}, []),
+    "spin_frozen": ({"TF_THREAD_PINNING_MODE": SPIN, "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}, []),
     "xla": ({}, ["--jit"]),
     **{name: ({"XLA_FLAGS": flags}, ["--jit"]) for name, flags in XLA_SETTINGS.items()},
 }
 
 
-def child(model_dir: str, reps: int, jit: bool, frozen: bool) -> dict[str, float]:
+def child(model_dir: str, reps: int, jit: bool, frozen: bool,
+          tokens: int) -> dict[str, float]:
     """Median ms per forward of this process's variants (one line of JSON on stdout)."""
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import tensorflow as tf
-    from bench_inference import SEQ, make_inputs
+    from bench_inference import make_inputs
     from common import interleaved_medians
 
     import tfbert.checkpoints
 
     model = tfbert.checkpoints.load_model(model_dir)
-    spec = {k: tf.TensorSpec([None, SEQ], tf.int32) for k in ("input_ids", "input_mask",
-                                                               "segment_ids")}
+    spec = {k: tf.TensorSpec([None, tokens], tf.int32) for k in ("input_ids", "input_mask",
+                                                                  "segment_ids")}
     fn = tf.function(lambda x: model(x, training=False), input_signature=[spec],
                      jit_compile=jit)
-    x = {k: tf.constant(v) for k, v in make_inputs(1).items()}
+    x = {k: tf.constant(v) for k, v in make_inputs(1, seq=tokens).items()}
     calls = {"variables": lambda: fn(x).numpy()}
     if frozen:
         from tensorflow.python.framework.convert_to_constants import (
@@ -75,12 +87,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--child", help=argparse.SUPPRESS)  # (internal) a model dir
     parser.add_argument("--jit", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--frozen", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.reps, args.jit, args.frozen)))
+        print(json.dumps(child(args.child, args.reps, args.jit, args.frozen, args.tokens)))
         return
     unknown = sorted(set(args.settings.split(",")) - set(SETTINGS))
     if unknown:
@@ -95,7 +108,8 @@ def main() -> None:
             env, flags = SETTINGS[name]
             out = subprocess.run(
                 [sys.executable, __file__, "--child", model_dir, "--reps", str(args.reps),
-                 *flags], env={**os.environ, **env}, capture_output=True, text=True)
+                 "--tokens", str(args.tokens), *flags],
+                env={**os.environ, **env}, capture_output=True, text=True)
             if out.returncode:
                 times.setdefault(f"{name} (failed: {out.stderr.strip().splitlines()[-1]})", [])
                 continue
