@@ -186,17 +186,19 @@ def test_bfloat16_export_close_to_float32(export_root, chinese_vocab_file):
 
 
 def test_xla_export_matches_and_is_flagged(export_root, chinese_vocab_file):
-    """--jit_compile: the model's forward is an XLA-compiled function in the SavedModel; both
-    signatures give the plain export's outputs, and the serving check warns that the CPU model
-    server needs --xla_cpu_compilation_enabled=true."""
+    """--jit_compile (here with --no_trim_padding): the model's forward is an XLA-compiled
+    function in the SavedModel; both signatures give the plain export's outputs, and the
+    serving check warns that the CPU model server needs --xla_cpu_compilation_enabled=true."""
     from tfbert.export.__main__ import main
 
     model_dir, export_dir, _ = exported("classification", export_root, chinese_vocab_file)
     xla_dir = os.path.join(export_root, "saved_models", "classification_xla", "1")
-    assert main([f"--model_dir={model_dir}", f"--export_dir={xla_dir}", "--jit_compile"]) == 0
+    assert main([f"--model_dir={model_dir}", f"--export_dir={xla_dir}", "--jit_compile",
+                 "--no_trim_padding"]) == 0
     with open(os.path.join(xla_dir, "assets.extra", "tfbert_export.json"),
               encoding="utf-8") as f:
-        assert json.load(f)["jit_compile"] is True
+        record = json.load(f)
+    assert record["jit_compile"] is True and record["trim_padding"] is False
     report = check_serving.check_saved_model(xla_dir)
     assert report.ok, report.format()
     for version in ("2.12", "2.20"):

@@ -34,9 +34,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="SavedModel precision: bfloat16 runs the matmuls in bfloat16 "
                              "(fast on CPUs with AMX/AVX512-BF16 and on GPUs)")
     parser.add_argument("--jit_compile", action="store_true",
-                        help="XLA-compile the model's forward in the signatures (faster at "
-                             "batch 1 on CPU; TF Serving then needs "
-                             "--xla_cpu_compilation_enabled=true)")
+                        help="XLA-compile the model's forward in the signatures (TF Serving "
+                             "then needs --xla_cpu_compilation_enabled=true; measure first: "
+                             "no faster on the CPU of bench/NOTES.md)")
     parser.add_argument("--no_trim_padding", action="store_true",
                         help="run every request at the full max_seq_length instead of up to "
                              "the batch's last attended position")

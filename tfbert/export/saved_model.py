@@ -37,6 +37,8 @@ Texts longer than T are cut as in training (classification: longest segment firs
 first T - 2 pieces; QA: the question to `max_query_length` pieces, the context to the first
 window). Strings that are not valid UTF-8 are decoded with U+FFFD replacement first, so offsets
 and answer texts always refer to that (valid) string.
+The model runs only up to the batch's last attended position, rounded up to a multiple of 16
+(ExportSpec.trim_padding, on by default): per-position outputs read 0 past it.
 """
 
 from __future__ import annotations
@@ -74,9 +76,10 @@ class ExportSpec:
         version_2_with_negative: bool. QA: may answer "" (SQuAD v2.0).
         null_score_diff_threshold: float. QA v2.0: answer "" when null - best > this.
         jit_compile: bool. XLA-compile the model's forward inside both signatures (the text
-            pre- and post-processing stay TF ops). Measured faster at batch 1 on CPU
-            (bench/NOTES.md), but TF Serving's CPU server runs an XLA-compiled function only
-            when started with `--xla_cpu_compilation_enabled=true`; the serving check warns.
+            pre- and post-processing stay TF ops). On the 2-core CPU host of bench/NOTES.md
+            no faster than the default graph at batch 1 and slower at batch 32; TF Serving's
+            CPU server runs an XLA-compiled function only when started with
+            `--xla_cpu_compilation_enabled=true`; the serving check warns.
             XLA compiles once per batch size and trimmed length (seconds for bert-base; the
             first request of each new shape waits for it).
         trim_padding: bool. Run the model only up to the batch's last attended position,

@@ -51,13 +51,26 @@ def stock_ops() -> Iterator[None]:
 
 
 def tensorflow_forms() -> bool:
-    """True when the TensorFlow graph forms apply: TensorFlow backend, not inside stock_ops()."""
+    """True when the TensorFlow graph forms apply: TensorFlow backend, not inside stock_ops().
+
+    Example:
+    >>> tensorflow_forms()
+    True
+    >>> with stock_ops():
+    ...     tensorflow_forms()
+    False
+    """
     return not _STOCK.get() and keras.backend.backend() == "tensorflow"
 
 
 @functools.cache
 def has_gpu() -> bool:
-    """Whether TensorFlow sees a GPU (some forms are CPU-only)."""
+    """Whether TensorFlow sees a GPU (some forms are CPU-only).
+
+    Example:
+    >>> isinstance(has_gpu(), bool)
+    True
+    """
     import tensorflow as tf
 
     return bool(tf.config.list_logical_devices("GPU"))
