@@ -16,8 +16,8 @@ the full work), and batch 1 with 32 real tokens padded to 128 (what a short requ
 max_seq_length-128 model looks like): tfbert's SavedModel runs it to the batch's last attended
 position (rounded up to 16; ExportSpec.trim_padding), the other systems as their users run
 them, over all 128 positions. The family `tfbert-frozen-weights` times the same float32
-SavedModel in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1, the setting docs/serving.md
-recommends for a TF Serving process (oneDNN then reorders each weight once and keeps it).
+SavedModel in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN then reorders each
+weight once and keeps it; docs/serving.md: it pays for fixed-shape serving only).
 
     python bench/bench_inference.py [--quick] [--rounds 2]
 """
@@ -75,7 +75,7 @@ def build_tfbert(workdir: str, config=None) -> str:
 def tfbert_systems(model_dir: str, workdir: str, frozen_weights: bool = False) -> dict:
     """serve_ids of the exported SavedModel, and the TFLite files (ids in); with
     frozen_weights only the float32 serve_ids, under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (set by
-    the caller in this process's environment; docs/serving.md)."""
+    the caller in this process's environment; docs/serving.md discusses it)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer op the SavedModels hold)
 
@@ -211,7 +211,8 @@ def _ort_systems(model, to_torch, workdir: str) -> dict:
 
 
 FAMILIES = ("tfbert", "tfbert-frozen-weights", "keras-hub", "pytorch", "onnxruntime")
-# Process environments per family: the recommended TF Serving setting of docs/serving.md
+# Process environments per family: the frozen-weights setting docs/serving.md discusses (it
+# helps fixed-shape serving and hurts when shapes vary)
 FAMILY_ENV = {"tfbert-frozen-weights": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}}
 FROZEN = "tfbert SavedModel serve_ids, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"
 
