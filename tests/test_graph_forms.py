@@ -113,3 +113,15 @@ def test_attention_core_graph_has_no_float_transposes():
         stock = {op.type for op in tf.function(lambda x: layer(x, x)).get_concrete_function(
             x).graph.get_operations()}
     assert "Bitcast" not in stock
+
+
+def test_attention_over_other_axes_keeps_keras_einsums():
+    """A BertSelfAttention built with attention_axes over two axes (rank-4 inputs) is not in
+    the heads-first layout: it runs keras's own attention math (softmax over both axes)."""
+    layer = BertSelfAttention(num_heads=2, key_dim=4, attention_axes=(1, 2))
+    x = tf.constant(np.random.default_rng(3).normal(size=(2, 3, 5, 8)).astype("float32"))
+    out = layer(x, x)
+    stock = layer(x, x, return_attention_scores=True)[0]
+    np.testing.assert_allclose(out, stock, atol=1e-5)
+    graph = tf.function(lambda x: layer(x, x)).get_concrete_function(x).graph.get_operations()
+    assert "Bitcast" not in {op.type for op in graph}

@@ -76,7 +76,9 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
 
     def _compute_attention(self, query, key, value, attention_mask=None, training=None,
                            return_attention_scores=False, use_causal_mask=False):
-        if return_attention_scores or use_causal_mask or self._flash_attention:
+        if (return_attention_scores or use_causal_mask or self._flash_attention
+                or len(query.shape) != 4 or tuple(self._attention_axes) != (1,)):
+            # (custom attention_axes: keras's softmax over several axes)
             return super()._compute_attention(
                 query, key, value, attention_mask=attention_mask, training=training,
                 return_attention_scores=return_attention_scores,
