@@ -26,6 +26,7 @@ from bench_pretrain import (  # noqa: E402
     tfbert_step,
     torch_step,
 )
+from common import in_stock_ops  # noqa: E402
 
 
 def _traced_with_stock(piece: str, make):
@@ -40,16 +41,9 @@ def _traced_with_stock(piece: str, make):
         import keras
 
         from tfbert.layers.dropout import BertDropout
-        from tfbert.layers.graph_forms import stock_ops
         from tfbert.layers.transformer import BertSelfAttention, BertTransformerLayer
         from tfbert.models.encoder import FeatureDictModel
         from tfbert.models.pretrainer import BertPretrainer
-
-        ours_core = BertSelfAttention._compute_attention
-
-        def stock_core(self, *args, **kwargs):
-            with stock_ops():
-                return ours_core(self, *args, **kwargs)
 
         owner, name, stock = {
             "attention": (BertSelfAttention, "_compute_attention",
@@ -58,7 +52,8 @@ def _traced_with_stock(piece: str, make):
             "last-layer": (BertPretrainer, "call", FeatureDictModel.call),
             "feed-forward": (BertTransformerLayer, "_feed_forward",
                              lambda self, x: self.output_dense(self.intermediate_dense(x))),
-            "attention-core": (BertSelfAttention, "_compute_attention", stock_core),
+            "attention-core": (BertSelfAttention, "_compute_attention",
+                               in_stock_ops(BertSelfAttention._compute_attention)),
         }[piece]
         ours = getattr(owner, name)
         setattr(owner, name, stock)

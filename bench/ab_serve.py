@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench_inference import SEQ, build_tfbert, make_inputs, torch_systems  # noqa: E402
-from common import interleaved_medians  # noqa: E402
+from common import in_stock_ops, interleaved_medians  # noqa: E402
 
 
 def traced_with(model, spec, cls, attr: str, replacement, jit_compile: bool = False):
@@ -192,15 +192,9 @@ def main() -> None:
             fns[f"jit_compile={jit}, stock LayerNorm"] = traced_with(
                 model, spec, BertLayerNorm, "call", stock, jit_compile=jit)
     if args.stock_attention_core:
-        from tfbert.layers.graph_forms import stock_ops
         from tfbert.layers.transformer import BertSelfAttention
 
-        ours = BertSelfAttention._compute_attention
-
-        def stock_core(self, *args, **kwargs):
-            with stock_ops():
-                return ours(self, *args, **kwargs)
-
+        stock_core = in_stock_ops(BertSelfAttention._compute_attention)
         for jit in (False, True):
             fns[f"jit_compile={jit}, stock attention core"] = traced_with(
                 model, spec, BertSelfAttention, "_compute_attention", stock_core,

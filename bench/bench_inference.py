@@ -94,14 +94,15 @@ def tfbert_systems(model_dir: str, workdir: str, frozen_weights: bool = False) -
     with open(tflite_info) as f:
         info = {"tflite": json.load(f)}
     systems = {}
-    if frozen_weights:
-        serve_ids = tf.saved_model.load(export_dir).signatures["serve_ids"]
-        return {FROZEN: lambda x: serve_ids(**{k: tf.constant(v) for k, v in x.items()})}
-    for name, path in (("tfbert SavedModel serve_ids", export_dir),
-                       ("tfbert SavedModel serve_ids bfloat16", bf16_dir),
-                       ("tfbert SavedModel serve_ids (XLA export)", xla_dir)):
+    saved_models = ((FROZEN, export_dir),) if frozen_weights else (
+        ("tfbert SavedModel serve_ids", export_dir),
+        ("tfbert SavedModel serve_ids bfloat16", bf16_dir),
+        ("tfbert SavedModel serve_ids (XLA export)", xla_dir))
+    for name, path in saved_models:
         serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
         systems[name] = lambda x, f=serve_ids: f(**{k: tf.constant(v) for k, v in x.items()})
+    if frozen_weights:
+        return systems
     for entry in info.get("tflite", {}).values():
         if entry.get("inputs") == "ids":
             systems[f"tfbert TFLite {entry['quantization']}"] = _tflite_runner(entry["path"])

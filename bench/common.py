@@ -47,6 +47,17 @@ def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int,
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def in_stock_ops(method: Callable) -> Callable:
+    """`method` run (and traced) inside tfbert's stock_ops(): keras's own ops instead of the
+    TensorFlow graph forms, the A side of the A/B scripts' graph-form variants."""
+    def stock(self, *args, **kwargs):
+        from tfbert.layers.graph_forms import stock_ops
+
+        with stock_ops():
+            return method(self, *args, **kwargs)
+    return stock
+
+
 def matmul_peak_probe(n: int = 2048, dtype: str = "float32",
                       jit_compile: bool = True) -> Callable[[], float]:
     """A compiled chain of 4 n x n matmuls; the returned callable times one run and returns

@@ -19,6 +19,11 @@ from tfbert.config import BertConfig
 ATOL = 1e-5
 
 
+def op_types(fn, *args) -> set[str]:
+    """The op types in the graph of tf.function `fn` traced for `args`."""
+    return {op.type for op in fn.get_concrete_function(*args).graph.get_operations()}
+
+
 def tiny_config(**overrides) -> BertConfig:
     """A 2-layer, hidden-32 BERT that builds and runs in well under a second."""
     values = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_test_utils import op_types
 
 from tfbert.layers import BertLayerNorm
 from tfbert.layers.graph_forms import stock_ops
@@ -31,10 +32,6 @@ def _inputs(shape: tuple, seed: int = 1) -> tf.Tensor:
     return tf.constant((x + rng.normal(size=shape[:-1] + (1,)) * 3).astype("float32"))
 
 
-def _op_types(fn, *args) -> set[str]:
-    return {op.type for op in fn.get_concrete_function(*args).graph.get_operations()}
-
-
 @pytest.mark.parametrize("shape", [(2, 7, 48), (5, 48)])
 @pytest.mark.parametrize("training", [False, True])
 def test_values_equal_keras_layer_norm(shape, training):
@@ -44,7 +41,7 @@ def test_values_equal_keras_layer_norm(shape, training):
     np.testing.assert_allclose(fn(x), stock(x), rtol=1e-5, atol=2e-6)
     np.testing.assert_allclose(ours(x, training=training), stock(x), rtol=1e-5, atol=2e-6)
     # The fused formulation only at inference; training keeps keras's own ops.
-    assert ("FusedBatchNormV3" in _op_types(fn, x)) is (not training)
+    assert ("FusedBatchNormV3" in op_types(fn, x)) is (not training)
 
 
 def test_epsilon_is_not_raised_to_fused_batch_norms_minimum():
@@ -78,7 +75,7 @@ def test_other_configurations_take_keras_path(kwargs):
     x = _inputs((4, 8))
     fn = tf.function(lambda t: ours(t, training=False))
     np.testing.assert_allclose(fn(x), stock(x), rtol=1e-5, atol=1e-6)
-    assert "FusedBatchNormV3" not in _op_types(fn, x)
+    assert "FusedBatchNormV3" not in op_types(fn, x)
 
 
 def test_stock_ops_block_traces_keras_ops():
@@ -86,10 +83,10 @@ def test_stock_ops_block_traces_keras_ops():
     x = _inputs((4, 8))
     fn = tf.function(lambda t: ours(t, training=False))
     with stock_ops():
-        ops = _op_types(fn, x)
+        ops = op_types(fn, x)
         np.testing.assert_allclose(ours(x), stock(x), rtol=1e-6, atol=1e-6)
     assert "FusedBatchNormV3" not in ops
-    assert "FusedBatchNormV3" in _op_types(tf.function(lambda t: ours(t, training=False)), x)
+    assert "FusedBatchNormV3" in op_types(tf.function(lambda t: ours(t, training=False)), x)
 
 
 def test_config_round_trip():
