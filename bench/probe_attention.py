@@ -14,7 +14,13 @@ bench/NOTES.md, seventh session, quotes the output.
 - `transposed_x`: as `transposed`, but x is transposed once per layer and the projections are
   plain matmuls with transpose_a on the kernel.
 
-    python bench/probe_attention.py [--rounds 30] [--batch 1]
+    python bench/probe_attention.py [--rounds 30] [--batch 1] [--profile] [--swaps]
+
+--swaps first times the transposes alone: 48 swaps of a [B, 128, 12, 64] tensor in one
+tf.function (with an elementwise op between them, as in the model), as float32 transposes
+(oneDNN's `_MklTranspose`), as transposes of the bits as int32 (TensorFlow's own kernel), for
+the swap of axes 1 and 2 and for the key's [0, 2, 3, 1]; the chain without transposes is the
+baseline subtracted.
 """
 
 from __future__ import annotations
@@ -95,13 +101,44 @@ def _batch_last(y, b):
     return tf.reshape(y, (N, D, 1, T)) if BATCH == 1 else tf.transpose(y, (1, 2, 0, 3))
 
 
+def time_swaps(batch: int, rounds: int) -> None:
+    """ms per transpose, by form (see --swaps)."""
+    x = tf.constant(np.random.default_rng(2).random((batch, T, N, D)).astype("float32"))
+
+    def as_int32(transpose):
+        return lambda t: tf.bitcast(transpose(tf.bitcast(t, tf.int32)), tf.float32)
+
+    swap = lambda t: tf.transpose(t, (0, 2, 1, 3))  # noqa: E731
+    key = lambda t: tf.transpose(t, (0, 2, 3, 1))  # noqa: E731
+    forms = {"none": lambda t: t, "float32 swap": swap, "int32 swap": as_int32(swap),
+             "float32 key": key, "int32 key": as_int32(key)}
+
+    def chain(form):
+        @tf.function
+        def f(t):
+            for i in range(48):
+                t = tf.reshape(form(t + 1.0 if i % 2 == 0 else t * 1.0001), (batch, T, N, D))
+            return t
+        return f
+
+    fns = {name: chain(form) for name, form in forms.items()}
+    medians = interleaved_medians({n: (lambda f=f: f(x).numpy()) for n, f in fns.items()},
+                                  rounds)
+    for name, seconds in medians.items():
+        if name != "none":
+            print(f"{name:<14} {(seconds - medians['none']) / 48 * 1e3:.3f} ms per transpose")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--profile", action="store_true",
                         help="also print each variant's op time by op type (profiler trace)")
+    parser.add_argument("--swaps", action="store_true", help="first time the transposes alone")
     args = parser.parse_args()
+    if args.swaps:
+        time_swaps(args.batch, args.rounds)
     global BATCH
     BATCH = args.batch
     w = weights(0)
