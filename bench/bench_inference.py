@@ -17,9 +17,12 @@ max_seq_length-128 model looks like): tfbert's SavedModel runs it to the batch's
 position (rounded up to 16; ExportSpec.trim_padding), the other systems as their users run
 them, over all 128 positions. The family `tfbert-frozen-weights` times the same float32
 SavedModel in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN then reorders each
-weight once and keeps it; docs/serving.md: it pays for fixed-shape serving only).
+weight once and keeps it; docs/serving.md: it pays for fixed-shape serving only). The family
+`tfbert-streams` times the export with `cpu_streams` = STREAMS (each block cut into streams,
+tfbert/layers/streams.py) in a process with one intra-op thread and STREAMS inter-op threads,
+the serving set-up that export is made for (docs/serving.md).
 
-    python bench/bench_inference.py [--quick] [--rounds 2]
+    python bench/bench_inference.py [--quick] [--rounds 2] [--families tfbert,onnxruntime,...]
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from common import timeit  # noqa: E402
 SEQ, NUM_CLASSES, PRESET = 128, 2, "bert-base-chinese"
 # (label, batch, real tokens of SEQ)
 CASES = (("b=1", 1, SEQ), ("b=32", 32, SEQ), ("b=1, 32 of 128 tokens", 1, 32))
+# cpu_streams of the streams family: the most of this machine's cores that divide 12 heads
+STREAMS = max(n for n in range(1, (os.cpu_count() or 1) + 1) if 12 % n == 0)
 
 
 def make_inputs(batch: int, seq: int = SEQ, vocab: int = 21128, seed: int = 0,
@@ -72,10 +77,11 @@ def build_tfbert(workdir: str, config=None) -> str:
     return model_dir
 
 
-def tfbert_systems(model_dir: str, workdir: str, frozen_weights: bool = False) -> dict:
-    """serve_ids of the exported SavedModel, and the TFLite files (ids in); with
-    frozen_weights only the float32 serve_ids, under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (set by
-    the caller in this process's environment; docs/serving.md discusses it)."""
+def tfbert_systems(model_dir: str, workdir: str, variant: str = "tfbert") -> dict:
+    """serve_ids of the exported SavedModels, and the TFLite files (ids in); for the variant
+    "tfbert-frozen-weights" only the float32 serve_ids, under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1,
+    and for "tfbert-streams" only the cpu_streams export's (the caller sets this process's
+    environment: FAMILY_ENV; docs/serving.md discusses both)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer op the SavedModels hold)
 
@@ -84,24 +90,28 @@ def tfbert_systems(model_dir: str, workdir: str, frozen_weights: bool = False) -
     export_dir = os.path.join(workdir, "saved_models", "bench", "1")
     bf16_dir = os.path.join(workdir, "saved_models", "bench_bf16", "1")
     xla_dir = os.path.join(workdir, "saved_models", "bench_xla", "1")
+    streams_dir = os.path.join(workdir, "saved_models", "bench_streams", "1")
     tflite_info = os.path.join(workdir, "tflite.json")
     if not os.path.exists(tflite_info):  # exported once, reused by later rounds
         info = export_model(model_dir, export_dir, tflite=("float32", "int8"), text_tflite=False)
         export_model(model_dir, bf16_dir, dtype="bfloat16", check=False)
         export_model(model_dir, xla_dir, jit_compile=True, check=False)
+        export_model(model_dir, streams_dir, cpu_streams=STREAMS, check=False)
         with open(tflite_info, "w") as f:
             json.dump(info.get("tflite", {}), f)
     with open(tflite_info) as f:
         info = {"tflite": json.load(f)}
     systems = {}
-    saved_models = ((FROZEN, export_dir),) if frozen_weights else (
-        ("tfbert SavedModel serve_ids", export_dir),
-        ("tfbert SavedModel serve_ids bfloat16", bf16_dir),
-        ("tfbert SavedModel serve_ids (XLA export)", xla_dir))
+    saved_models = {
+        "tfbert-frozen-weights": ((FROZEN, export_dir),),
+        "tfbert-streams": ((STREAMED, streams_dir),),
+    }.get(variant, (("tfbert SavedModel serve_ids", export_dir),
+                    ("tfbert SavedModel serve_ids bfloat16", bf16_dir),
+                    ("tfbert SavedModel serve_ids (XLA export)", xla_dir)))
     for name, path in saved_models:
         serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
         systems[name] = lambda x, f=serve_ids: f(**{k: tf.constant(v) for k, v in x.items()})
-    if frozen_weights:
+    if variant != "tfbert":
         return systems
     for entry in info.get("tflite", {}).values():
         if entry.get("inputs") == "ids":
@@ -211,11 +221,17 @@ def _ort_systems(model, to_torch, workdir: str) -> dict:
     return systems
 
 
-FAMILIES = ("tfbert", "tfbert-frozen-weights", "keras-hub", "pytorch", "onnxruntime")
-# Process environments per family: the frozen-weights setting docs/serving.md discusses (it
-# helps fixed-shape serving and hurts when shapes vary)
-FAMILY_ENV = {"tfbert-frozen-weights": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}}
+FAMILIES = ("tfbert", "tfbert-streams", "tfbert-frozen-weights", "keras-hub", "pytorch",
+            "onnxruntime")
+# Process environments per family: the thread pools a cpu_streams export is served with, and
+# the frozen-weights setting docs/serving.md discusses (it helps fixed-shape serving and hurts
+# when shapes vary)
+FAMILY_ENV = {"tfbert-streams": {"TF_NUM_INTRAOP_THREADS": "1",
+                                 "TF_NUM_INTEROP_THREADS": str(STREAMS)},
+              "tfbert-frozen-weights": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}}
 FROZEN = "tfbert SavedModel serve_ids, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"
+STREAMED = (f"tfbert SavedModel serve_ids, cpu_streams={STREAMS} (intra-op 1, "
+            f"inter-op {STREAMS})")
 
 
 def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[dict]:
@@ -225,8 +241,7 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[
     reps = {1: 5 if quick else 10, 32: 2 if quick else 4}
     try:
         if family.startswith("tfbert"):
-            systems = tfbert_systems(model_dir, workdir,
-                                     frozen_weights=family == "tfbert-frozen-weights")
+            systems = tfbert_systems(model_dir, workdir, variant=family)
         elif family == "keras-hub":
             config = tfbert.BertConfig.from_json_file(os.path.join(model_dir, "config.json"))
             systems = {"keras-hub (XLA)": keras_hub_system(config)}
@@ -248,7 +263,7 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[
     return rows
 
 
-def run(quick: bool = False, rounds: int = 1) -> dict:
+def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILIES) -> dict:
     """Times every family in its own process, `rounds` times in turn (the exports are made
     once); each system's figure is the median over rounds of its per-round medians, so a slow
     spell of a shared machine hits every family alike."""
@@ -262,7 +277,7 @@ def run(quick: bool = False, rounds: int = 1) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = build_tfbert(workdir, tfbert.BertConfig.from_preset(PRESET))
         for _ in range(rounds):
-            for family in FAMILIES:
+            for family in families:
                 out = os.path.join(workdir, f"{family}.json")
                 command = [sys.executable, os.path.abspath(__file__), "--family", family,
                            "--model_dir", model_dir, "--workdir", workdir, "--out", out]
@@ -299,8 +314,9 @@ def run(quick: bool = False, rounds: int = 1) -> dict:
             ours = by.get(ours_at[precision])
             if ours:
                 ratios[f"{case} {name}/{ours_at[precision]} latency"] = ms / ours
-            if precision == "float32" and name.startswith("onnxruntime") and by.get(FROZEN):
-                ratios[f"{case} {name}/{FROZEN} latency"] = ms / by[FROZEN]
+            for variant in (STREAMED, FROZEN):
+                if precision == "float32" and name.startswith("onnxruntime") and by.get(variant):
+                    ratios[f"{case} {name}/{variant} latency"] = ms / by[variant]
     return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES, "rounds": rounds},
             "rows": rows, "ratios": ratios}
 
@@ -310,6 +326,8 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=1,
                         help="time every family this many times in turn; report medians")
+    parser.add_argument("--families", default=",".join(FAMILIES),
+                        help=f"comma-separated subset of {','.join(FAMILIES)}")
     parser.add_argument("--family", choices=FAMILIES, help="(internal) time one family")
     parser.add_argument("--model_dir")
     parser.add_argument("--workdir")
@@ -319,4 +337,8 @@ if __name__ == "__main__":
         with open(args.out, "w") as f:
             json.dump(time_family(args.family, args.model_dir, args.workdir, args.quick), f)
     else:
-        print(json.dumps(run(args.quick, args.rounds), indent=2))
+        families = tuple(args.families.split(","))
+        unknown = sorted(set(families) - set(FAMILIES))
+        if unknown:
+            parser.error(f"unknown families {unknown}; choose from {FAMILIES}")
+        print(json.dumps(run(args.quick, args.rounds, families), indent=2))

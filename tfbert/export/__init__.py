@@ -12,6 +12,7 @@ the TF Serving releases, measured). Heavy imports happen inside the functions.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
@@ -107,7 +108,8 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
                  tflite_dir: str | None = None, text_tflite: bool = True,
                  max_seq_length: int | None = None, pair: bool | None = None,
                  check: bool = True, dtype: str = "float32",
-                 jit_compile: bool = False, trim_padding: bool = True) -> dict[str, Any]:
+                 jit_compile: bool = False, trim_padding: bool = True,
+                 cpu_streams: int = 1) -> dict[str, Any]:
     """Exports a model directory as a TF Serving SavedModel (and optionally TFLite files).
 
     Args:
@@ -127,6 +129,8 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
             TF Serving then needs --xla_cpu_compilation_enabled=true on CPU.
         trim_padding: bool. Run each request only up to its batch's last attended position
             (rounded up to a multiple of 16); see ExportSpec.trim_padding.
+        cpu_streams: int. Cut each block into this many streams for CPU serving with one
+            intra-op and `cpu_streams` inter-op threads; see ExportSpec.cpu_streams.
 
     Returns:
         {"export_dir", "task", "max_seq_length", "signatures": {name: {"inputs", "outputs"}},
@@ -140,13 +144,13 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     from tfbert.export.saved_model import export_saved_model, signature_summary
 
     model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair, dtype)
-    spec.jit_compile = jit_compile
-    spec.trim_padding = trim_padding
+    spec = dataclasses.replace(spec, jit_compile=jit_compile, trim_padding=trim_padding,
+                               cpu_streams=cpu_streams)  # (replace validates them)
     module = export_saved_model(model, export_dir, vocab_file, spec,
                                 metadata={"source": os.path.abspath(model_dir), "dtype": dtype})
     result: dict[str, Any] = {
         "export_dir": export_dir, "task": spec.task, "max_seq_length": spec.seq_length,
-        "dtype": dtype,
+        "dtype": dtype, "cpu_streams": cpu_streams,
         "signatures": signature_summary({
             "serving_default": module.serve_text.get_concrete_function(),
             "serve_ids": module.serve_ids.get_concrete_function()})}

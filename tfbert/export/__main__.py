@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no_trim_padding", action="store_true",
                         help="run every request at the full max_seq_length instead of up to "
                              "the batch's last attended position")
+    parser.add_argument("--cpu_streams", type=int, default=1,
+                        help="cut each transformer block into this many streams for CPU "
+                             "serving with one intra-op thread and this many inter-op "
+                             "threads (docs/serving.md); 1: the plain graph")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     result = export_model(
@@ -47,12 +51,17 @@ def main(argv: list[str] | None = None) -> int:
         tflite=tuple(q.strip() for q in args.tflite.split(",") if q.strip()),
         tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
         max_seq_length=args.max_seq_length, pair=args.pair, dtype=args.dtype,
-        jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding)
+        jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding,
+        cpu_streams=args.cpu_streams)
     out = sys.stdout
     out.write(f"SavedModel: {result['export_dir']} (task {result['task']}, "
               f"max_seq_length {result['max_seq_length']}, {result['dtype']})\n")
     for name, sig in result["signatures"].items():
         out.write(f"  {name}: {', '.join(sig['inputs'])} -> {', '.join(sig['outputs'])}\n")
+    if result["cpu_streams"] > 1:
+        out.write(f"  serve with one intra-op and {result['cpu_streams']} inter-op threads: "
+                  f"tensorflow_model_server --tensorflow_intra_op_parallelism=1 "
+                  f"--tensorflow_inter_op_parallelism={result['cpu_streams']} ...\n")
     out.write(result["serving_check"]["report"] + "\n")
     for info in result.get("tflite", {}).values():
         out.write(f"{info['path']}: {info['bytes'] / 1024:.1f} KiB, {info['latency_ms']:.2f} ms "

@@ -53,6 +53,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfbert.layers.streams import split_streams, streamed
+
 logger = logging.getLogger(__name__)
 
 TASKS = ("classification", "ner", "qa", "encoder")
@@ -88,6 +90,13 @@ class ExportSpec:
             short request costs a fraction of the full T (bench/NOTES.md). Per-position outputs
             (NER logits, QA start/end logits, encoder sequence_output) read 0 at the positions
             cut off. False runs every request at the full T.
+        cpu_streams: int. S > 1 cuts every transformer block's inference work into S streams
+            that TensorFlow's inter-op threads run side by side (tfbert/layers/streams.py):
+            for latency on CPU, served with one intra-op thread and S inter-op threads (TF
+            Serving: `--tensorflow_intra_op_parallelism=1
+            --tensorflow_inter_op_parallelism=S`; in Python, tf.config.threading before the
+            first op). S must divide the heads and the intermediate size; S = the cores
+            serving one request is the usual choice. 1 (default): the plain graph.
     """
 
     task: str
@@ -102,10 +111,15 @@ class ExportSpec:
     null_score_diff_threshold: float = 0.0
     jit_compile: bool = False
     trim_padding: bool = True
+    cpu_streams: int = 1
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"saved_model.py: task {self.task!r} is not one of {TASKS}")
+        if (isinstance(self.cpu_streams, bool) or not isinstance(self.cpu_streams, int)
+                or self.cpu_streams < 1):
+            raise ValueError(f"saved_model.py: cpu_streams must be a positive int, "
+                             f"got {self.cpu_streams!r}")
         if self.seq_length < 3 or (self.task == "qa" and self.seq_length < 4):
             raise ValueError(f"saved_model.py: max_seq_length {self.seq_length} is too short "
                              f"for task {self.task!r}")
@@ -148,14 +162,25 @@ class BertServingModule(tf.Module):
         # (their graph is in the functions; the tokenizer's tables are constants). Keras 3
         # variables reach the object graph through this list, as keras.export does it, which
         # is also what lets tf.lite find them as variables.
-        self._model_variables = [v.value for v in model.variables]
+        # With cpu_streams the blocks' kernels are saved cut per stream instead (streams.py).
+        if spec.cpu_streams > 1 and spec.jit_compile:
+            raise ValueError("saved_model.py: cpu_streams > 1 runs TensorFlow's graph on "
+                             "inter-op threads; it does not combine with jit_compile")
+        blocks = split_streams(model, spec.cpu_streams) if spec.cpu_streams > 1 else []
+        replaced = {id(v) for block in blocks for v in block.replaced}
+        self._model_variables = [v.value for v in model.variables if id(v) not in replaced]
+        self._stream_variables = [v for block in blocks for v in block.variables]
         self.vocab = tf.saved_model.Asset(vocab_file)
         self._objects = _Untracked(model=model, spec=spec,
                                    tokenizer=tfbert.BertTokenizer(vocab_file,
                                                                   lower_case=spec.lower_case))
-        self._objects.forward = tf.function(
-            lambda inputs: model(inputs, training=False), jit_compile=True,
-        ) if spec.jit_compile else (lambda inputs: model(inputs, training=False))
+
+        def forward(inputs):
+            with streamed(blocks):
+                return model(inputs, training=False)
+
+        self._objects.forward = tf.function(forward, jit_compile=True) if spec.jit_compile \
+            else forward
         self._objects.packer = tfbert.BertPacker.from_tokenizer(self._objects.tokenizer,
                                                                 spec.seq_length)
         vocab = self._objects.tokenizer.vocab

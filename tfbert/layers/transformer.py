@@ -17,6 +17,7 @@ from tfbert.layers.graph_forms import swap_axes_1_2, tensorflow_forms
 from tfbert.layers.heads import gather_positions
 from tfbert.layers.layer_norm import BertLayerNorm
 from tfbert.layers.precision import float32_policy
+from tfbert.layers.streams import active_block
 
 
 @keras.saving.register_keras_serializable(package="tfbert")
@@ -258,6 +259,9 @@ class BertTransformerLayer(keras.layers.Layer):
                 and attention_mask.shape[1] not in (1, None)):
             raise ValueError(f"{self.name}: query_positions needs a [B, 1, T] key-padding mask, "
                              f"got attention_mask of shape {tuple(attention_mask.shape)}")
+        streams = active_block(self)  # the SavedModel export's cpu_streams (streams.py)
+        if streams is not None and not training and not return_attention_probs:
+            return streams(x, attention_mask, query_positions)
         query = x if query_positions is None else gather_positions(x, query_positions)
         attention_output = self.attention(
             query, x, attention_mask=attention_mask, training=training,

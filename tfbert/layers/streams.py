@@ -1,0 +1,215 @@
+"""Stream-parallel inference form of `BertTransformerLayer` for CPU serving (TensorFlow only):
+the SavedModel export's `cpu_streams`.
+
+A batch-1 bert-base forward is a chain of small matmuls ([128, 768] x [768, N]). oneDNN splits
+each one over TensorFlow's intra-op threads, synchronising per op, and got 1.57x from a second
+core where PyTorch got 1.95x (bench/NOTES.md, sixth session). Here each block's work is cut
+into S independent streams instead, which TensorFlow's inter-op threads run side by side with
+one intra-op thread each (Megatron-LM's tensor parallelism, inside one process). Stream s owns
+heads [s N/S, (s+1) N/S) and feed-forward columns [s I/S, (s+1) I/S): it computes its heads'
+Q, K and V, their attention, and its part of the output projection ([rows, N D / S] x
+[N D / S, H]); the S parts are summed (+ bias + residual) before each LayerNorm, the two joins
+per block. The arithmetic is the layer's, summed in a different order (tests: 1e-5).
+
+The streams need their weights cut up front (a column slice in the graph would copy every
+kernel on every call), so `StreamedBlock` holds them as new variables; a SavedModel exported
+with streams stores those in place of the blocks' Q/K/V, attention-output and feed-forward
+kernels (same size). The form pays only when the process runs TensorFlow with one intra-op
+thread and S inter-op threads (TF Serving: `--tensorflow_intra_op_parallelism=1
+--tensorflow_inter_op_parallelism=S`); with the default pools it runs about as fast as the
+plain graph (bench/NOTES.md, eighth session).
+
+Shape legend: B = batch, T = keys (sequence length), Q = query rows (T, or the positions of
+`query_positions`), H = hidden size, N = heads, D = head size, I = intermediate size,
+S = streams, h = N / S heads per stream.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import keras
+import numpy as np
+
+from tfbert.layers.graph_forms import swap_axes_1_2
+from tfbert.layers.heads import gather_positions
+
+_ACTIVE: contextvars.ContextVar[dict[int, StreamedBlock] | None] = contextvars.ContextVar(
+    "tfbert_streams", default=None)
+
+
+class StreamedBlock:
+    """One `BertTransformerLayer`'s inference forward cut into `streams` streams, with its
+    weights cut to match (module docstring).
+
+    Args:
+        layer: BertTransformerLayer (built). Its LayerNorms and the two output biases are used
+            as they are; its Q/K/V, attention-output and feed-forward kernels are copied,
+            cut per stream, into `variables`.
+        streams: int. S; must divide the layer's heads and intermediate size.
+
+    Example:
+    >>> import numpy as np
+    >>> from tfbert.layers import BertTransformerLayer
+    >>> block = BertTransformerLayer(hidden_size=32, num_attention_heads=4,
+    ...                              intermediate_size=64)
+    >>> x = np.random.default_rng(0).normal(size=(2, 8, 32)).astype("float32")
+    >>> plain = block(x, training=False)
+    >>> split = StreamedBlock(block, 2)
+    >>> with streamed([split]):
+    ...     cut = block(x, training=False)
+    >>> bool(np.allclose(cut, plain, atol=1e-5)), len(split.variables)
+    (True, 20)
+    """
+
+    def __init__(self, layer: Any, streams: int) -> None:
+        import tensorflow as tf
+
+        att = layer.attention
+        denses = (att._query_dense, att._key_dense, att._value_dense, att._output_dense,
+                  layer.intermediate_dense, layer.output_dense)
+        if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
+            raise ValueError(f"{layer.name}: streams must be a positive int, got {streams!r}")
+        width, heads, size = att._query_dense.kernel.shape
+        inter = layer.intermediate_size
+        if heads % streams or inter % streams:
+            raise ValueError(f"{layer.name}: {streams} streams must divide the {heads} attention "
+                             f"heads and the intermediate size {inter}")
+        if any(d.bias is None for d in denses):
+            raise ValueError(f"{layer.name}: the streamed form needs every projection's bias")
+        if any(getattr(d, "lora_enabled", False) or getattr(d, "quantization_mode", None)
+               for d in denses) or att._use_gate or tuple(att._attention_axes) != (1,):
+            raise ValueError(f"{layer.name}: LoRA, quantized, gated or multi-axis attention "
+                             "layers have no streamed form; export without streams")
+        self.layer, self.streams = layer, streams
+        self.heads, self.head_size = heads // streams, size
+        value = lambda w: keras.ops.convert_to_numpy(w)
+        q, k, v = (value(d.kernel) for d in denses[:3])  # [H, N, D]
+        qb, kb, vb = (value(d.bias) for d in denses[:3])  # [N, D]
+        out = value(att._output_dense.kernel).reshape(heads * size, width)  # [N D, H]
+        wi, bi = value(layer.intermediate_dense.kernel), value(layer.intermediate_dense.bias)
+        wo = value(layer.output_dense.kernel)  # [I, H]
+        per, cols = heads // streams, inter // streams
+        self.parts: list[dict[str, tf.Variable]] = []
+        for s in range(streams):
+            h, c = slice(s * per, (s + 1) * per), slice(s * cols, (s + 1) * cols)
+            arrays = {
+                "query": q[:, h].reshape(width, -1), "query_bias": qb[h].reshape(-1),
+                "key": k[:, h].reshape(width, -1), "key_bias": kb[h].reshape(-1),
+                "value": v[:, h].reshape(width, -1), "value_bias": vb[h].reshape(-1),
+                "attention_output": out[s * per * size:(s + 1) * per * size],
+                "intermediate": wi[:, c], "intermediate_bias": bi[c],
+                "output": wo[c]}
+            self.parts.append({
+                name: tf.Variable(np.ascontiguousarray(a), trainable=False,
+                                  name=f"{layer.name}/stream_{s}/{name}")
+                for name, a in arrays.items()})
+        # The layer's variables the streamed form no longer reads (the SavedModel leaves them out)
+        self.replaced = [d.kernel for d in denses] + [d.bias for d in denses[:3]] + [
+            layer.intermediate_dense.bias]
+
+    @property
+    def variables(self) -> list[Any]:
+        return [v for part in self.parts for v in part.values()]
+
+    def __call__(self, x, attention_mask=None, query_positions=None):
+        """The layer's inference output ([B, Q, H]) for the layer's call arguments."""
+        import tensorflow as tf
+
+        layer, att = self.layer, self.layer.attention
+        dtype = att.compute_dtype  # the matmuls' dtype (bfloat16 under mixed precision)
+        width = x.shape[-1]
+        query = x if query_positions is None else gather_positions(x, query_positions)
+        batch, keys, rows = tf.shape(x)[0], tf.shape(x)[1], tf.shape(query)[1]
+        keys_2d = tf.cast(tf.reshape(x, (-1, width)), dtype)  # [B T, H]
+        query_2d = tf.reshape(query, (-1, width))  # [B Q, H], the residual's dtype
+        queries = keys_2d if query_positions is None else tf.cast(query_2d, dtype)
+        bias = None
+        if attention_mask is not None:  # [B, 1 or Q, T] -> additive [B, 1, 1 or Q, T]
+            bias = tf.where(tf.cast(attention_mask, tf.bool)[:, None], 0.0, -1e9)
+        partials = []
+        for part in self.parts:
+            q = self._heads(_linear(queries, part["query"], part["query_bias"]), batch, rows)
+            k = self._heads(_linear(keys_2d, part["key"], part["key_bias"]), batch, keys)
+            v = self._heads(_linear(keys_2d, part["value"], part["value_bias"]), batch, keys)
+            scores = tf.matmul(q, k, transpose_b=True)  # [B, h, Q, T]
+            scores = tf.cast(scores * tf.cast(att._inverse_sqrt_key_dim, dtype), tf.float32)
+            probs = tf.nn.softmax(scores if bias is None else scores + bias)
+            context = swap_axes_1_2(tf.matmul(tf.cast(probs, dtype), v))  # [B, Q, h, D]
+            partials.append(_linear(tf.reshape(context, (-1, self.heads * self.head_size)),
+                                    part["attention_output"]))  # [B Q, H]
+        attended = _join(partials, att._output_dense.bias, query_2d)
+        h = layer.attention_layer_norm(attended)  # [B Q, H]
+        h_in = tf.cast(h, dtype)
+        activation = layer.intermediate_dense.activation
+        partials = [_linear(activation(_linear(h_in, part["intermediate"],
+                                               part["intermediate_bias"])), part["output"])
+                    for part in self.parts]
+        y = layer.output_layer_norm(_join(partials, layer.output_dense.bias, h))  # [B Q, H]
+        return tf.reshape(y, tf.stack([batch, rows, width]))
+
+    def _heads(self, y, batch, length):
+        """[B L, h D] -> [B, h, L, D]."""
+        import tensorflow as tf
+
+        return swap_axes_1_2(tf.reshape(y, tf.stack([batch, length, self.heads,
+                                                     self.head_size])))
+
+
+def _linear(x, kernel, bias=None):
+    """x @ kernel (+ bias) in x's dtype; the bias as a BiasAdd, which Grappler fuses into the
+    matmul (with a following GELU) under oneDNN."""
+    import tensorflow as tf
+
+    y = tf.matmul(x, tf.cast(kernel, x.dtype))
+    return y if bias is None else tf.nn.bias_add(y, tf.cast(bias, y.dtype))
+
+
+def _join(partials, bias, residual):
+    """The streams' partial projections summed, plus the layer's bias and the residual, in the
+    residual's dtype (float32 under mixed precision, as the layer adds them)."""
+    import tensorflow as tf
+
+    total = tf.add_n(partials) if len(partials) > 1 else partials[0]
+    total = tf.nn.bias_add(total, tf.cast(keras.ops.convert_to_tensor(bias), total.dtype))
+    return residual + tf.cast(total, residual.dtype)
+
+
+def split_streams(model: Any, streams: int) -> list[StreamedBlock]:
+    """A StreamedBlock for every BertTransformerLayer in `model` (any tfbert model).
+
+    Example:
+    >>> from tfbert.config import BertConfig
+    >>> from tfbert.models.encoder import BertEncoder
+    >>> config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+    ...                     num_attention_heads=4, intermediate_size=64)
+    >>> len(split_streams(BertEncoder(config), 2))
+    2
+    """
+    from tfbert.layers.transformer import BertTransformerLayer
+
+    return [StreamedBlock(layer, streams) for layer in model._flatten_layers()
+            if isinstance(layer, BertTransformerLayer)]
+
+
+@contextlib.contextmanager
+def streamed(blocks: Sequence[StreamedBlock]) -> Iterator[None]:
+    """Within the block, the layers of `blocks` run (and trace) their streamed form at inference
+    (training calls and calls that return attention probabilities keep the plain form).
+
+    Example: see StreamedBlock.
+    """
+    token = _ACTIVE.set({id(block.layer): block for block in blocks})
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+def active_block(layer: Any) -> StreamedBlock | None:
+    """The StreamedBlock that `streamed()` made active for `layer`, if any."""
+    blocks = _ACTIVE.get()
+    return None if blocks is None else blocks.get(id(layer))
