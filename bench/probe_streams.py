@@ -9,13 +9,15 @@ attention, and its partial output projection [T, H/S] x [H/S, H]; the partials a
 session) has the figures.
 
     python bench/probe_streams.py [--rounds 2] [--reps 15] [--batch 1] [--tokens 128]
-                                  [--streams 2]
+                                  [--streams 2] [--settings default,intra1_inter2,...]
 
 Each setting runs in its own child process (thread pools are process-wide); within a child the
 variants are timed round-robin. The 12-layer bert-base-chinese encoder stack, float32,
 all layers at every position. `model`: tfbert's layers as a tf.function (the library's graph);
 `streams=1`: the hand-written forward below unsplit (the control: the same math as `model`);
-`streams=S`: split in S. Outputs are checked against `model` (max abs difference printed).
+`streams=S`: split in S; `library streams=S`: tfbert's streamed form of the blocks
+(tfbert/layers/streams.py: separate Q, K and V kernels per stream, where `streams=S` packs them
+into one). Outputs are checked against `model` (max abs difference printed).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 SETTINGS = {
     "default": {},
     "intra1_inter2": {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2"},
+    # the same with oneDNN's weight prepacking (one shape per process here, where it is safe)
+    "intra1_inter2_frozen": {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2",
+                             "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"},
 }
 
 
@@ -137,6 +142,14 @@ def child(model_dir: str, reps: int, batch: int, tokens: int,
         if name.startswith("streams="):
             fn = stream_forward(layers, int(name.split("=")[1]))
             fns[name] = lambda fn=fn: fn(x, bias)
+        if name.startswith("library streams="):  # tfbert/layers/streams.py, as exported
+            from tfbert.layers.streams import split_streams, streamed
+
+            blocks = split_streams(model, int(name.split("=")[1]))
+            fn = tf.function(lambda x: library.python_function(x))
+            with streamed(blocks):
+                fn.get_concrete_function(x)  # traced with the streamed blocks
+            fns[name] = lambda fn=fn: fn(x)
     reference = fns["model"]().numpy()
     out = {f"{name} max|diff|": float(np.abs(fn().numpy() - reference).max())
            for name, fn in fns.items() if name != "model"}
@@ -152,6 +165,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--streams", default="2", help="comma-separated stream counts")
+    parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--child", help=argparse.SUPPRESS)  # (internal) a model dir
     parser.add_argument("--variants", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -163,10 +177,12 @@ def main() -> None:
     from bench_inference import build_tfbert
 
     model_dir = build_tfbert(tempfile.mkdtemp())
-    variants = ",".join(f"streams={s}" for s in ["1", *args.streams.split(",")])
+    variants = ",".join([f"streams={s}" for s in ["1", *args.streams.split(",")]]
+                        + [f"library streams={s}" for s in args.streams.split(",")])
     times: dict[str, list[float]] = {}
     for _ in range(args.rounds):
-        for setting, env in SETTINGS.items():
+        for setting in args.settings.split(","):
+            env = SETTINGS[setting]
             out = subprocess.run(
                 [sys.executable, __file__, "--child", model_dir, "--reps", str(args.reps),
                  "--batch", str(args.batch), "--tokens", str(args.tokens), "--variants", variants],

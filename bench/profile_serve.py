@@ -3,10 +3,11 @@ in a plain tf.function (same weights, interleaved), then a TensorFlow profiler t
 `serve_ids` summed by op type.
 
     python bench/profile_serve.py [--batch 1] [--rounds 10] [--inter_op 0] [--intra_op 0]
-                                  [--dtype float32|bfloat16] [--top 20]
+                                  [--dtype float32|bfloat16] [--cpu_streams 1] [--top 20]
 
 --inter_op/--intra_op set TensorFlow's thread pools before anything runs (0: TF's default), to
 see what the executor's inter-op parallelism costs a batch-1 request on few cores.
+--cpu_streams exports with ExportSpec.cpu_streams (run it with --intra_op 1 --inter_op S).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> None:
     parser.add_argument("--inter_op", type=int, default=0)
     parser.add_argument("--intra_op", type=int, default=0)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--cpu_streams", type=int, default=1)
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--logdir", default="/tmp/tfbert_serve_profile")
     args = parser.parse_args()
@@ -47,7 +49,8 @@ def main() -> None:
     workdir = tempfile.mkdtemp()
     model_dir = build_tfbert(workdir)
     export_dir = os.path.join(workdir, "saved_models", "bench", "1")
-    export_model(model_dir, export_dir, check=False, dtype=args.dtype)
+    export_model(model_dir, export_dir, check=False, dtype=args.dtype,
+                 cpu_streams=args.cpu_streams)
     serve_ids = tf.saved_model.load(export_dir).signatures["serve_ids"]
     model = tfbert.checkpoints.load_model(model_dir)
     spec = {k: tf.TensorSpec([None, SEQ], tf.int32) for k in ("input_ids", "input_mask",

@@ -7,6 +7,7 @@ Tiny random-init models (2 layers, hidden 32, max_seq_length 32) are saved with
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -606,3 +607,83 @@ def test_ner_span_decoding_follows_conlleval_for_bio_and_bioes(chinese_vocab_fil
                         out["entity_token_ends"][i][:n].numpy().tolist(),
                         [s.decode() for s in out["entity_labels"][i][:n].numpy()], strict=True))
         assert have == want, (i, words)
+
+
+# --- cpu_streams ---------------------------------------------------------------------------------
+
+
+def test_cpu_streams_export_equals_the_plain_export(export_root, chinese_vocab_file, capsys):
+    """--cpu_streams 2: the blocks' kernels are saved cut per stream in place of the originals
+    (the same parameter count), every output equals the plain export's, the record and the
+    command line say how to serve it, and a process with one intra-op and two inter-op
+    threads (the serving set-up it is made for) gives the same outputs."""
+    from tfbert.export.__main__ import main
+
+    texts = chinese_texts()
+    args = {}
+    for kind in ("classification", "ner", "qa"):
+        model_dir, export_dir, _ = exported(kind, export_root, chinese_vocab_file)
+        streams_dir = os.path.join(export_root, "saved_models", f"{kind}_streams", "1")
+        if kind == "classification":
+            assert main([f"--model_dir={model_dir}", f"--export_dir={streams_dir}",
+                         "--cpu_streams=2"]) == 0
+            assert ("--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=2"
+                    in capsys.readouterr().out)
+        else:
+            assert export_model(model_dir, streams_dir, check=False,
+                                cpu_streams=2)["cpu_streams"] == 2
+        with open(os.path.join(streams_dir, "assets.extra", "tfbert_export.json"),
+                  encoding="utf-8") as f:
+            assert json.load(f)["cpu_streams"] == 2
+        saved = {d: tf.train.list_variables(os.path.join(d, "variables", "variables"))
+                 for d in (export_dir, streams_dir)}
+        sizes = {d: sum(int(np.prod(shape)) for _, shape in v) for d, v in saved.items()}
+        assert sizes[streams_dir] == sizes[export_dir]
+        count = {d: collections.Counter(name.split("/")[0] for name, _ in v)
+                 for d, v in saved.items()}  # {tracked list: variables}
+        assert count[streams_dir]["_stream_variables"] == 2 * 20  # 2 layers, 2 streams
+        assert (count[streams_dir]["_model_variables"]
+                == count[export_dir]["_model_variables"] - 2 * 10)  # the cut kernels left out
+        inputs = {"text": texts}
+        if kind == "qa":
+            inputs["text_b"] = texts[::-1]
+        want = _load(export_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
+        got = _load(streams_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
+        for name, value in want.items():
+            if value.dtype.is_floating:
+                np.testing.assert_allclose(got[name].numpy(), value.numpy(), atol=TOLERANCE,
+                                           err_msg=f"{kind}/{name}")
+            else:
+                np.testing.assert_array_equal(got[name].numpy(), value.numpy(),
+                                              err_msg=f"{kind}/{name}")
+        args[kind] = (streams_dir, inputs)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS="1",
+               TF_NUM_INTEROP_THREADS="2")
+    proc = subprocess.run([sys.executable, "-c", FRESH_SCRIPT, json.dumps(args)],
+                          capture_output=True, text=True, env=env, timeout=300,
+                          cwd=export_root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fresh = json.loads(proc.stdout.strip().splitlines()[-1])["out"]
+    for kind, (streams_dir, inputs) in args.items():
+        here = _load(streams_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
+        for name, value in here.items():
+            if value.dtype == tf.string:
+                assert fresh[kind][name] == [x.decode() for x in value.numpy().ravel()]
+            else:
+                np.testing.assert_allclose(np.asarray(fresh[kind][name]), value.numpy(),
+                                           atol=TOLERANCE, err_msg=f"{kind}/{name}")
+
+
+def test_cpu_streams_errors(export_root, chinese_vocab_file, capsys):
+    from tfbert.export.__main__ import main
+
+    model_dir, _, _ = exported("classification", export_root, chinese_vocab_file)
+    out = os.path.join(export_root, "saved_models", "bad_streams", "1")
+    with pytest.raises(ValueError, match="3 streams must divide the 4 attention heads"):
+        export_model(model_dir, out, cpu_streams=3, check=False)
+    with pytest.raises(ValueError, match="does not combine with jit_compile"):
+        export_model(model_dir, out, cpu_streams=2, jit_compile=True, check=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main([f"--model_dir={model_dir}", f"--export_dir={out}", "--cpu_streams=0"])
+    assert exit_info.value.code == 2
+    assert "cpu_streams must be a positive int, got 0" in capsys.readouterr().err

@@ -46,13 +46,16 @@ def main(argv: list[str] | None = None) -> int:
                              "threads (docs/serving.md); 1: the plain graph")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    result = export_model(
-        args.model_dir, args.export_dir,
-        tflite=tuple(q.strip() for q in args.tflite.split(",") if q.strip()),
-        tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
-        max_seq_length=args.max_seq_length, pair=args.pair, dtype=args.dtype,
-        jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding,
-        cpu_streams=args.cpu_streams)
+    try:
+        result = export_model(
+            args.model_dir, args.export_dir,
+            tflite=tuple(q.strip() for q in args.tflite.split(",") if q.strip()),
+            tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
+            max_seq_length=args.max_seq_length, pair=args.pair, dtype=args.dtype,
+            jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding,
+            cpu_streams=args.cpu_streams)
+    except (ValueError, FileNotFoundError) as e:  # bad settings or model dir: say which
+        parser.error(str(e))
     out = sys.stdout
     out.write(f"SavedModel: {result['export_dir']} (task {result['task']}, "
               f"max_seq_length {result['max_seq_length']}, {result['dtype']})\n")
