@@ -130,11 +130,14 @@ class StreamedBlock:
         bias = None
         if attention_mask is not None:  # [B, 1 or Q, T] -> additive [B, 1, 1 or Q, T]
             bias = tf.where(tf.cast(attention_mask, tf.bool)[:, None], 0.0, -1e9)
+        query_heads = tf.stack([batch, rows, self.heads, self.head_size])
+        key_heads = tf.stack([batch, keys, self.heads, self.head_size])
+        heads = lambda y, shape: swap_axes_1_2(tf.reshape(y, shape))  # -> [B, h, L, D]
         partials = []
         for part in self.parts:
-            q = self._heads(_linear(queries, part["query"], part["query_bias"]), batch, rows)
-            k = self._heads(_linear(keys_2d, part["key"], part["key_bias"]), batch, keys)
-            v = self._heads(_linear(keys_2d, part["value"], part["value_bias"]), batch, keys)
+            q = heads(_linear(queries, part["query"], part["query_bias"]), query_heads)
+            k = heads(_linear(keys_2d, part["key"], part["key_bias"]), key_heads)
+            v = heads(_linear(keys_2d, part["value"], part["value_bias"]), key_heads)
             scores = tf.matmul(q, k, transpose_b=True)  # [B, h, Q, T]
             scores = tf.cast(scores * tf.cast(att._inverse_sqrt_key_dim, dtype), tf.float32)
             probs = tf.nn.softmax(scores if bias is None else scores + bias)
@@ -151,13 +154,6 @@ class StreamedBlock:
         y = layer.output_layer_norm(_join(partials, layer.output_dense.bias, h))  # [B Q, H]
         return tf.reshape(y, tf.stack([batch, rows, width]))
 
-    def _heads(self, y, batch, length):
-        """[B L, h D] -> [B, h, L, D]."""
-        import tensorflow as tf
-
-        return swap_axes_1_2(tf.reshape(y, tf.stack([batch, length, self.heads,
-                                                     self.head_size])))
-
 
 def _linear(x, kernel, bias=None):
     """x @ kernel (+ bias) in x's dtype; the bias as a BiasAdd, which Grappler fuses into the
@@ -170,12 +166,18 @@ def _linear(x, kernel, bias=None):
 
 def _join(partials, bias, residual):
     """The streams' partial projections summed, plus the layer's bias and the residual, in the
-    residual's dtype (float32 under mixed precision, as the layer adds them)."""
+    residual's dtype (float32 under mixed precision, as the layer adds them). The bias and the
+    residual go onto stream 0's part (the bias fused into its matmul), which depends on stream 0
+    alone and so is added while the other streams still run: what is left at the join, where
+    one thread works and the others wait, is one add per further stream."""
     import tensorflow as tf
 
-    total = tf.add_n(partials) if len(partials) > 1 else partials[0]
-    total = tf.nn.bias_add(total, tf.cast(keras.ops.convert_to_tensor(bias), total.dtype))
-    return residual + tf.cast(total, residual.dtype)
+    first = tf.nn.bias_add(partials[0], tf.cast(keras.ops.convert_to_tensor(bias),
+                                                partials[0].dtype))
+    total = residual + tf.cast(first, residual.dtype)
+    for part in partials[1:]:
+        total = total + tf.cast(part, residual.dtype)
+    return total
 
 
 def split_streams(model: Any, streams: int) -> list[StreamedBlock]:
