@@ -635,6 +635,12 @@ def test_cpu_streams_export_equals_the_plain_export(export_root, chinese_vocab_f
         with open(os.path.join(streams_dir, "assets.extra", "tfbert_export.json"),
                   encoding="utf-8") as f:
             assert json.load(f)["cpu_streams"] == 2
+        report = check_serving.check_saved_model(streams_dir)
+        assert report.ok and all(
+            any("cpu_streams=2" in w and "--tensorflow_inter_op_parallelism=2" in w
+                for w in report.warnings[v]) for v in ("2.12", "2.20"))
+        assert not any("cpu_streams" in w
+                       for w in check_serving.check_saved_model(export_dir).warnings["2.20"])
         saved = {d: tf.train.list_variables(os.path.join(d, "variables", "variables"))
                  for d in (export_dir, streams_dir)}
         sizes = {d: sum(int(np.prod(shape)) for _, shape in v) for d, v in saved.items()}

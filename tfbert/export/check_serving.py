@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import collections
 import dataclasses
+import json
 import os
 import sys
 
@@ -102,6 +103,15 @@ def _read_saved_model(export_dir: str):
     return proto
 
 
+def _export_record(export_dir: str) -> dict:
+    """assets.extra/tfbert_export.json of a tfbert export ({} for other SavedModels)."""
+    path = os.path.join(export_dir, "assets.extra", "tfbert_export.json")
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
 def _iter_nodes(proto):
     """Yields every NodeDef of every meta graph: top-level graph and function bodies."""
     for meta_graph in proto.meta_graphs:
@@ -160,6 +170,7 @@ def check_saved_model(export_dir: str,
     xla = sorted(f.signature.name for mg in proto.meta_graphs
                  for f in mg.graph_def.library.function
                  if f.attr["_XlaMustCompile"].b)  # from tf.function(jit_compile=True)
+    streams = _export_record(export_dir).get("cpu_streams", 1)
     core_now = _running_core_ops()
     all_core = core_now.union(*CORE_OPS.values())
     non_core = sorted(op for op in op_counts if op not in all_core)
@@ -191,6 +202,10 @@ def check_saved_model(export_dir: str,
         if xla:
             ignored.append(f"XLA-compiled function(s) {xla}: the CPU model server runs them "
                            "only when started with --xla_cpu_compilation_enabled=true")
+        if streams > 1:
+            ignored.append(f"exported with cpu_streams={streams}: it is fast only when the "
+                           "model server runs with --tensorflow_intra_op_parallelism=1 "
+                           f"--tensorflow_inter_op_parallelism={streams}")
         problems[version] = found
         warnings[version] = ignored
     return ServingReport(os.fspath(export_dir), dict(op_counts), non_core, availability,
