@@ -18,9 +18,9 @@ position (rounded up to 16; ExportSpec.trim_padding), the other systems as their
 them, over all 128 positions. The family `tfbert-frozen-weights` times the same float32
 SavedModel in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN then reorders each
 weight once and keeps it; docs/serving.md: it pays for fixed-shape serving only). The family
-`tfbert-streams` times the export with `cpu_streams` = STREAMS (each block cut into streams,
-tfbert/layers/streams.py) in a process with one intra-op thread and STREAMS inter-op threads,
-the serving set-up that export is made for (docs/serving.md).
+`tfbert-streams` times the exports with `cpu_streams` = STREAMS (each block cut into streams,
+tfbert/layers/streams.py; float32 and bfloat16) in a process with one intra-op thread and
+STREAMS inter-op threads, the serving set-up those exports are made for (docs/serving.md).
 
     python bench/bench_inference.py [--quick] [--rounds 2] [--families tfbert,onnxruntime,...]
 """
@@ -91,12 +91,15 @@ def tfbert_systems(model_dir: str, workdir: str, variant: str = "tfbert") -> dic
     bf16_dir = os.path.join(workdir, "saved_models", "bench_bf16", "1")
     xla_dir = os.path.join(workdir, "saved_models", "bench_xla", "1")
     streams_dir = os.path.join(workdir, "saved_models", "bench_streams", "1")
+    streams_bf16_dir = os.path.join(workdir, "saved_models", "bench_streams_bf16", "1")
     tflite_info = os.path.join(workdir, "tflite.json")
     if not os.path.exists(tflite_info):  # exported once, reused by later rounds
         info = export_model(model_dir, export_dir, tflite=("float32", "int8"), text_tflite=False)
         export_model(model_dir, bf16_dir, dtype="bfloat16", check=False)
         export_model(model_dir, xla_dir, jit_compile=True, check=False)
         export_model(model_dir, streams_dir, cpu_streams=STREAMS, check=False)
+        export_model(model_dir, streams_bf16_dir, cpu_streams=STREAMS, dtype="bfloat16",
+                     check=False)
         with open(tflite_info, "w") as f:
             json.dump(info.get("tflite", {}), f)
     with open(tflite_info) as f:
@@ -104,7 +107,7 @@ def tfbert_systems(model_dir: str, workdir: str, variant: str = "tfbert") -> dic
     systems = {}
     saved_models = {
         "tfbert-frozen-weights": ((FROZEN, export_dir),),
-        "tfbert-streams": ((STREAMED, streams_dir),),
+        "tfbert-streams": ((STREAMED, streams_dir), (STREAMED_BF16, streams_bf16_dir)),
     }.get(variant, (("tfbert SavedModel serve_ids", export_dir),
                     ("tfbert SavedModel serve_ids bfloat16", bf16_dir),
                     ("tfbert SavedModel serve_ids (XLA export)", xla_dir)))
@@ -232,6 +235,7 @@ FAMILY_ENV = {"tfbert-streams": {"TF_NUM_INTRAOP_THREADS": "1",
 FROZEN = "tfbert SavedModel serve_ids, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"
 STREAMED = (f"tfbert SavedModel serve_ids, cpu_streams={STREAMS} (intra-op 1, "
             f"inter-op {STREAMS})")
+STREAMED_BF16 = STREAMED.replace("serve_ids,", "serve_ids bfloat16,")
 
 
 def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[dict]:
@@ -303,6 +307,8 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
     # Peer latency / tfbert latency at the same precision (> 1: tfbert is faster).
     ours_at = {"float32": "tfbert SavedModel serve_ids", "bfloat16":
                "tfbert SavedModel serve_ids bfloat16", "int8": "tfbert TFLite int8"}
+    # the same exports under their process settings (FAMILY_ENV), against every peer
+    variants = {"float32": (STREAMED, FROZEN), "bfloat16": (STREAMED_BF16,), "int8": ()}
     ratios = {}
     for case, _, _ in CASES:
         by = {r["system"][:-len(case) - 1]: r["latency_ms"] for r in rows
@@ -314,8 +320,8 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
             ours = by.get(ours_at[precision])
             if ours:
                 ratios[f"{case} {name}/{ours_at[precision]} latency"] = ms / ours
-            for variant in (STREAMED, FROZEN):
-                if precision == "float32" and name.startswith("onnxruntime") and by.get(variant):
+            for variant in variants[precision]:
+                if by.get(variant):
                     ratios[f"{case} {name}/{variant} latency"] = ms / by[variant]
     return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES, "rounds": rounds},
             "rows": rows, "ratios": ratios}
