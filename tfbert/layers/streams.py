@@ -132,12 +132,12 @@ class StreamedBlock:
             bias = tf.where(tf.cast(attention_mask, tf.bool)[:, None], 0.0, -1e9)
         query_heads = tf.stack([batch, rows, self.heads, self.head_size])
         key_heads = tf.stack([batch, keys, self.heads, self.head_size])
-        heads = lambda y, shape: swap_axes_1_2(tf.reshape(y, shape))  # -> [B, h, L, D]
+        to_heads = lambda y, shape: swap_axes_1_2(tf.reshape(y, shape))  # -> [B, h, L, D]
         partials = []
         for part in self.parts:
-            q = heads(_linear(queries, part["query"], part["query_bias"]), query_heads)
-            k = heads(_linear(keys_2d, part["key"], part["key_bias"]), key_heads)
-            v = heads(_linear(keys_2d, part["value"], part["value_bias"]), key_heads)
+            q = to_heads(_linear(queries, part["query"], part["query_bias"]), query_heads)
+            k = to_heads(_linear(keys_2d, part["key"], part["key_bias"]), key_heads)
+            v = to_heads(_linear(keys_2d, part["value"], part["value_bias"]), key_heads)
             scores = tf.matmul(q, k, transpose_b=True)  # [B, h, Q, T]
             scores = tf.cast(scores * tf.cast(att._inverse_sqrt_key_dim, dtype), tf.float32)
             probs = tf.nn.softmax(scores if bias is None else scores + bias)
