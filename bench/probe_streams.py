@@ -173,6 +173,9 @@ def main() -> None:
         print(json.dumps(child(args.child, args.reps, args.batch, args.tokens,
                                args.variants.split(","))))
         return
+    unknown = sorted(set(args.settings.split(",")) - set(SETTINGS))
+    if unknown:
+        parser.error(f"unknown settings {unknown}; choose from {sorted(SETTINGS)}")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from bench_inference import build_tfbert
 
