@@ -133,15 +133,11 @@ def test_training_and_attention_probs_keep_the_plain_form():
 def test_only_the_named_layers_stream():
     first, second = block(0), block(1)
     x, _, _ = inputs()
-    with streamed(split_streams_of([first], 2)):
+    with streamed([StreamedBlock(first, 2)]):
         graph = tf.function(lambda x: second(first(x, training=False), training=False)
                             ).get_concrete_function(tf.TensorSpec([None, None, H])).graph
     # first: 12 stream matmuls; second (not streamed): Q, K, V, output, intermediate, output
     assert op_counts(graph)["MatMul"] == 12 + 6
-
-
-def split_streams_of(layers, streams):
-    return [StreamedBlock(layer, streams) for layer in layers]
 
 
 def test_split_streams_finds_every_block():

@@ -86,7 +86,7 @@ class StreamedBlock:
                              "layers have no streamed form; export without streams")
         self.layer, self.streams = layer, streams
         self.heads, self.head_size = heads // streams, size
-        value = lambda w: keras.ops.convert_to_numpy(w)
+        value = keras.ops.convert_to_numpy
         q, k, v = (value(d.kernel) for d in denses[:3])  # [H, N, D]
         qb, kb, vb = (value(d.bias) for d in denses[:3])  # [N, D]
         out = value(att._output_dense.kernel).reshape(heads * size, width)  # [N D, H]
@@ -119,6 +119,8 @@ class StreamedBlock:
         """The layer's inference output ([B, Q, H]) for the layer's call arguments."""
         import tensorflow as tf
 
+        from tfbert.layers.transformer import _linear_2d
+
         layer, att = self.layer, self.layer.attention
         dtype = att.compute_dtype  # the matmuls' dtype (bfloat16 under mixed precision)
         width = x.shape[-1]
@@ -133,48 +135,41 @@ class StreamedBlock:
         query_heads = tf.stack([batch, rows, self.heads, self.head_size])
         key_heads = tf.stack([batch, keys, self.heads, self.head_size])
         to_heads = lambda y, shape: swap_axes_1_2(tf.reshape(y, shape))  # -> [B, h, L, D]
+        # Stream 0's output projections carry the layer's biases (see _join).
+        first = lambda bias, i: bias if i == 0 else None
         partials = []
-        for part in self.parts:
-            q = to_heads(_linear(queries, part["query"], part["query_bias"]), query_heads)
-            k = to_heads(_linear(keys_2d, part["key"], part["key_bias"]), key_heads)
-            v = to_heads(_linear(keys_2d, part["value"], part["value_bias"]), key_heads)
+        for i, part in enumerate(self.parts):
+            q = to_heads(_linear_2d(queries, part["query"], part["query_bias"]), query_heads)
+            k = to_heads(_linear_2d(keys_2d, part["key"], part["key_bias"]), key_heads)
+            v = to_heads(_linear_2d(keys_2d, part["value"], part["value_bias"]), key_heads)
             scores = tf.matmul(q, k, transpose_b=True)  # [B, h, Q, T]
             scores = tf.cast(scores * tf.cast(att._inverse_sqrt_key_dim, dtype), tf.float32)
             probs = tf.nn.softmax(scores if bias is None else scores + bias)
             context = swap_axes_1_2(tf.matmul(tf.cast(probs, dtype), v))  # [B, Q, h, D]
-            partials.append(_linear(tf.reshape(context, (-1, self.heads * self.head_size)),
-                                    part["attention_output"]))  # [B Q, H]
-        attended = _join(partials, att._output_dense.bias, query_2d)
+            partials.append(_linear_2d(tf.reshape(context, (-1, self.heads * self.head_size)),
+                                       part["attention_output"],
+                                       first(att._output_dense.bias, i)))  # [B Q, H]
+        attended = _join(partials, query_2d)
         h = layer.attention_layer_norm(attended)  # [B Q, H]
         h_in = tf.cast(h, dtype)
         activation = layer.intermediate_dense.activation
-        partials = [_linear(activation(_linear(h_in, part["intermediate"],
-                                               part["intermediate_bias"])), part["output"])
-                    for part in self.parts]
-        y = layer.output_layer_norm(_join(partials, layer.output_dense.bias, h))  # [B Q, H]
+        partials = [_linear_2d(activation(_linear_2d(h_in, part["intermediate"],
+                                                     part["intermediate_bias"])),
+                               part["output"], first(layer.output_dense.bias, i))
+                    for i, part in enumerate(self.parts)]
+        y = layer.output_layer_norm(_join(partials, h))  # [B Q, H]
         return tf.reshape(y, tf.stack([batch, rows, width]))
 
 
-def _linear(x, kernel, bias=None):
-    """x @ kernel (+ bias) in x's dtype; the bias as a BiasAdd, which Grappler fuses into the
-    matmul (with a following GELU) under oneDNN."""
-    import tensorflow as tf
-
-    y = tf.matmul(x, tf.cast(kernel, x.dtype))
-    return y if bias is None else tf.nn.bias_add(y, tf.cast(bias, y.dtype))
-
-
-def _join(partials, bias, residual):
-    """The streams' partial projections summed, plus the layer's bias and the residual, in the
-    residual's dtype (float32 under mixed precision, as the layer adds them). The bias and the
-    residual go onto stream 0's part (the bias fused into its matmul), which depends on stream 0
+def _join(partials, residual):
+    """The streams' partial projections (stream 0's with the layer's bias, fused into its
+    matmul) summed with the residual, in the residual's dtype (float32 under mixed precision, as
+    the layer adds them). The residual goes onto stream 0's part, which depends on stream 0
     alone and so is added while the other streams still run: what is left at the join, where
     one thread works and the others wait, is one add per further stream."""
     import tensorflow as tf
 
-    first = tf.nn.bias_add(partials[0], tf.cast(keras.ops.convert_to_tensor(bias),
-                                                partials[0].dtype))
-    total = residual + tf.cast(first, residual.dtype)
+    total = residual + tf.cast(partials[0], residual.dtype)
     for part in partials[1:]:
         total = total + tf.cast(part, residual.dtype)
     return total
