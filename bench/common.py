@@ -6,11 +6,13 @@ process as the peers it is compared with.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -45,6 +47,23 @@ def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int,
             call()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def child_rounds(command: list[str], settings: Sequence[tuple[str, dict[str, str], list[str]]],
+                 rounds: int) -> Iterator[tuple[str, dict | str]]:
+    """Runs `command` once per (name, environment, extra arguments) setting, the settings in
+    turn for `rounds` rounds, each in a child process with that environment added: the
+    probes' way of comparing process-wide settings (thread pools, oneDNN and XLA flags).
+    Yields (name, the JSON object the child printed on its last stdout line), or (name, its
+    stderr) when it failed."""
+    for _ in range(rounds):
+        for name, env, extra in settings:
+            out = subprocess.run([*command, *extra], env={**os.environ, **env},
+                                 capture_output=True, text=True)
+            if out.returncode:
+                yield name, out.stderr.strip()
+            else:
+                yield name, json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def in_stock_ops(method: Callable) -> Callable:

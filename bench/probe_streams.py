@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -178,22 +177,20 @@ def main() -> None:
         parser.error(f"unknown settings {unknown}; choose from {sorted(SETTINGS)}")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from bench_inference import build_tfbert
+    from common import child_rounds
 
     model_dir = build_tfbert(tempfile.mkdtemp())
     variants = ",".join([f"streams={s}" for s in ["1", *args.streams.split(",")]]
                         + [f"library streams={s}" for s in args.streams.split(",")])
     times: dict[str, list[float]] = {}
-    for _ in range(args.rounds):
-        for setting in args.settings.split(","):
-            env = SETTINGS[setting]
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", model_dir, "--reps", str(args.reps),
-                 "--batch", str(args.batch), "--tokens", str(args.tokens), "--variants", variants],
-                env={**os.environ, **env}, capture_output=True, text=True)
-            if out.returncode:
-                sys.exit(f"{setting}: {out.stderr.strip()[-2000:]}")
-            for name, value in json.loads(out.stdout.strip().splitlines()[-1]).items():
-                times.setdefault(f"{setting}: {name}", []).append(value)
+    command = [sys.executable, __file__, "--child", model_dir, "--reps", str(args.reps),
+               "--batch", str(args.batch), "--tokens", str(args.tokens), "--variants", variants]
+    settings = [(name, SETTINGS[name], []) for name in args.settings.split(",")]
+    for setting, out in child_rounds(command, settings, args.rounds):
+        if isinstance(out, str):  # the child failed: its stderr
+            sys.exit(f"{setting}: {out[-2000:]}")
+        for name, value in out.items():
+            times.setdefault(f"{setting}: {name}", []).append(value)
     for name, values in times.items():
         unit = "" if "diff" in name else " ms"
         print(f"{name:40s} {statistics.median(values):10.4g}{unit}  "

@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -100,22 +99,20 @@ def main() -> None:
         parser.error(f"unknown settings {unknown}; choose from {sorted(SETTINGS)}")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from bench_inference import build_tfbert
+    from common import child_rounds
 
     model_dir = build_tfbert(tempfile.mkdtemp())
     times: dict[str, list[float]] = {}
-    for _ in range(args.rounds):
-        for name in args.settings.split(","):
-            env, flags = SETTINGS[name]
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", model_dir, "--reps", str(args.reps),
-                 "--tokens", str(args.tokens), *flags],
-                env={**os.environ, **env}, capture_output=True, text=True)
-            if out.returncode:
-                times.setdefault(f"{name} (failed: {out.stderr.strip().splitlines()[-1]})", [])
-                continue
-            for variant, ms in json.loads(out.stdout.strip().splitlines()[-1]).items():
-                times.setdefault(name if variant == "variables" else f"{name}, {variant}",
-                                 []).append(ms)
+    command = [sys.executable, __file__, "--child", model_dir, "--reps", str(args.reps),
+               "--tokens", str(args.tokens)]
+    settings = [(name, *SETTINGS[name]) for name in args.settings.split(",")]
+    for name, out in child_rounds(command, settings, args.rounds):
+        if isinstance(out, str):  # the child failed: its stderr
+            times.setdefault(f"{name} (failed: {out.splitlines()[-1]})", [])
+            continue
+        for variant, ms in out.items():
+            times.setdefault(name if variant == "variables" else f"{name}, {variant}",
+                             []).append(ms)
     for name, values in times.items():
         median = f"{statistics.median(values):8.1f} ms" if values else "       -   "
         print(f"{name:32s} {median}  ({', '.join(f'{v:.1f}' for v in values)})")
