@@ -22,11 +22,41 @@ Example (a script's top):
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from absl import app, flags
 
+from tfbert.errors import EXIT_USER_ERROR, run_cli
+
 FLAGS = flags.FLAGS
+
+
+def run(main: Callable[[list[str]], Any]) -> None:
+    """`app.run(main)` with tfbert's error boundary: a bad flag, an unexpected argument or a
+    user error from the library prints one line on stderr and exits with 2 (absl's own parser
+    prints the whole help and exits with 1)."""
+
+    def parse(argv: list[str]) -> list[str]:
+        try:
+            return FLAGS(argv)
+        except flags.Error as e:
+            _fail(str(e))
+
+    def guarded(argv: list[str]) -> Any:
+        try:
+            return run_cli(main, argv)
+        except app.UsageError as e:
+            _fail(str(e))
+
+    app.run(guarded, flags_parser=parse)
+
+
+def _fail(message: str) -> None:
+    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr)
+    sys.exit(EXIT_USER_ERROR)
 
 
 def define_model_flags(max_seq_length: int = 128) -> None:
