@@ -22,7 +22,8 @@ Example:
 >>> list(read_lines(path))  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-tfbert.textfiles.TextDecodeError: ...a.txt:1: bytes b'\\xba\\xc3' at byte offset 0 are not valid utf-8 (they decode as gb18030: pass --input_encoding=gb18030)
+tfbert.textfiles.TextDecodeError: ...a.txt:1: bytes b'\\xba\\xc3' at byte offset 0 are not
+valid utf-8 (they decode as gb18030: pass --input_encoding=gb18030)
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ import logging
 import math
 import os
 import shutil
-import tempfile
 import time
 from typing import Any
 
@@ -20,24 +19,12 @@ import keras
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from tfbert.fileio import write_json  # noqa: F401 - callers import it from here too
+
 logger = logging.getLogger(__name__)
 
 # Metric names in Keras logs that are written to TensorBoard and the history.
 SCALARS = ("loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy", "next_sentence_accuracy")
-
-
-def write_json(path: str, value: Any) -> None:
-    """Writes `value` as JSON atomically (a temp file renamed over `path`)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file ordinary permissions
-    os.replace(tmp, path)
 
 
 def _finite(value: Any) -> bool:
