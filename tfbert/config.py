@@ -12,6 +12,9 @@ import json
 import os
 from typing import Any
 
+from tfbert.errors import UserError
+from tfbert.textfiles import read_text
+
 # Activation names tfbert understands. Google's BERT code computes "gelu" with the tanh
 # approximation; Hugging Face's "gelu" is the exact erf form. Inside tfbert "gelu" is the exact
 # form and "gelu_tanh" the approximation; `from_json_file` translates each file's meaning.
@@ -127,12 +130,11 @@ class BertConfig:
         if not os.path.exists(path):
             raise FileNotFoundError(f"BERT config file not found: {path}")
         try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
+            values = json.loads(read_text(path))
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
+            raise UserError(f"{path}: not valid JSON ({e})") from None
         if not isinstance(values, dict):
-            raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}")
+            raise UserError(f"{path}: expected a JSON object, got {type(values).__name__}")
         try:
             if "model_type" in values:
                 return cls(**_from_hf(values))
@@ -140,7 +142,7 @@ class BertConfig:
                 return cls.from_dict(values)
             return cls(**_from_google(values))
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}: {e}") from None
+            raise UserError(f"{path}: {e}") from None
 
     @classmethod
     def from_hf_dict(cls, values: dict[str, Any]) -> BertConfig:
@@ -154,7 +156,7 @@ class BertConfig:
     def from_preset(cls, name: str) -> BertConfig:
         """One of PRESETS: the published BERT shapes (weights are not downloaded)."""
         if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; presets: {', '.join(sorted(PRESETS))}")
+            raise UserError(f"unknown preset {name!r}; presets: {', '.join(sorted(PRESETS))}")
         return cls(**PRESETS[name])
 
 

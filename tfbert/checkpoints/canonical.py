@@ -14,13 +14,14 @@ import numpy as np
 
 from tfbert.checkpoints import names
 from tfbert.config import BertConfig
+from tfbert.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 _MAX_LISTED = 25
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint that cannot be loaded as asked; the message names the file and variables."""
 
 
