@@ -30,7 +30,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check tfbert tests data_tools bench *.py
 
 bench: $(STAMP)
-	$(PY) bench/run.py --quick
+	$(PY) -m bench.run --quick
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -8,8 +8,8 @@ float32 and `quantize_dynamic` int8). Every system gets the same token ids; late
 of timed repetitions after warm-up. Rows are compared at the same precision: float32 with
 float32, bfloat16 with bfloat16, int8 with int8. Each family (tfbert, keras-hub, PyTorch, ONNX
 Runtime) is timed in its own process, as its users run it: in one process the libraries'
-thread pools (TensorFlow's, OpenMP's, ORT's spinning workers) compete for the two cores and
-slowed TensorFlow's batch-1 latency about 2x in an earlier version of this benchmark.
+thread pools (TensorFlow's, OpenMP's, ORT's spinning workers) compete for the cores (on 2
+cores, TensorFlow's batch-1 latency about 2x; docs/performance.md, "Measuring").
 
 Cases: batch 1 and batch 32 with all 128 positions real tokens (the headline: every system does
 the full work), and batch 1 with 32 real tokens padded to 128 (what a short request to a
@@ -22,7 +22,7 @@ weight once and keeps it; docs/serving.md: it pays for fixed-shape serving only)
 tfbert/layers/streams.py; float32 and bfloat16) in a process with one intra-op thread and
 STREAMS inter-op threads, the serving set-up those exports are made for (docs/serving.md).
 
-    python bench/bench_inference.py [--quick] [--rounds 2] [--families tfbert,onnxruntime,...]
+    python -m bench.bench_inference [--quick] [--rounds 2] [--families tfbert,onnxruntime,...]
 """
 
 from __future__ import annotations
@@ -30,14 +30,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
-from common import timeit  # noqa: E402
+
+from bench.common import run_module, timeit  # noqa: E402
 
 SEQ, NUM_CLASSES, PRESET = 128, 2, "bert-base-chinese"
 # (label, batch, real tokens of SEQ)
@@ -272,7 +271,6 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
     once); each system's figure is the median over rounds of its per-round medians, so a slow
     spell of a shared machine hits every family alike."""
     import statistics
-    import subprocess
 
     import tfbert
 
@@ -283,11 +281,10 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
         for _ in range(rounds):
             for family in families:
                 out = os.path.join(workdir, f"{family}.json")
-                command = [sys.executable, os.path.abspath(__file__), "--family", family,
-                           "--model_dir", model_dir, "--workdir", workdir, "--out", out]
-                proc = subprocess.run(command + (["--quick"] if quick else []),
-                                      capture_output=True, text=True,
-                                      env={**os.environ, **FAMILY_ENV.get(family, {})})
+                args = ["--family", family, "--model_dir", model_dir, "--workdir", workdir,
+                        "--out", out] + (["--quick"] if quick else [])
+                proc = run_module("bench.bench_inference", args, env=FAMILY_ENV.get(family),
+                                  capture_output=True, text=True)
                 if proc.returncode != 0 or not os.path.exists(out):
                     errors.append({"benchmark": "inference", "system": family,
                                    "error": proc.stderr[-2000:]})

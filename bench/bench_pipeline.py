@@ -9,7 +9,7 @@ Records come from the built-in Chinese corpus (a character vocab built from it),
 - the training step of the default small model (bert-mini shape: 4 layers, hidden 256, seq 128,
   batch 32) that consumes the batches; the pipeline must be at least 10x faster.
 
-    python bench/bench_pipeline.py [--quick]
+    python -m bench.bench_pipeline [--quick]
 """
 
 from __future__ import annotations
@@ -20,13 +20,9 @@ import dataclasses
 import json
 import os
 import random
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 

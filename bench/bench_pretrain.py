@@ -1,15 +1,15 @@
 """Pretraining step: tfbert BertPretrainer vs keras-hub BertMaskedLM vs transformers (PyTorch).
 
-Same config, batch, sequence length and masked positions; float32; each system set up as its users
-run it (tfbert: `BertPretrainer.compile()`'s default jit_compile="auto", which on a CPU-only
-TensorFlow is XLA on for float32 and off for mixed precision, and on with an accelerator; and
-tfbert's AdamW, Keras AdamW's update in one
-fused pass, with BERT's exclusion of LayerNorm and bias from weight decay; keras-hub: TensorFlow
-backend with jit_compile=True and keras.optimizers.AdamW; PyTorch: eager CPU with
-torch.optim.AdamW; all at learning rate 1e-4 with each library's default weight decay).
-keras-hub without XLA is reported too, and tfbert with jit_compile=False, so the effect of the
-XLA setting is visible (see bench/NOTES.md). Reports sequences/s, model FLOP/s (the full model's
-matmul FLOPs, the same count for every system) and MFU (the FLOPs each system executes: tfbert's
+Same config, batch, sequence length and masked positions; float32; each system set up as its
+users run it: tfbert with `BertPretrainer.compile()`'s default jit_compile="auto" (on a
+CPU-only TensorFlow XLA on for float32 and off for mixed precision; on with an accelerator) and
+tfbert's AdamW (Keras AdamW's update in one fused pass, LayerNorm and biases excluded from
+weight decay as in BERT); keras-hub on the TensorFlow backend with jit_compile=True and
+keras.optimizers.AdamW; PyTorch eager on CPU with torch.optim.AdamW; all at learning rate 1e-4
+with each library's default weight decay. keras-hub without XLA and tfbert with
+jit_compile=False are reported too, so the effect of the XLA setting is visible
+(docs/performance.md, "XLA on CPU"). Reports sequences/s, model FLOP/s (the full model's matmul
+FLOPs, the same count for every system) and MFU (the FLOPs each system executes: tfbert's
 pretrainer skips the last block's rows no head reads) against the machine's measured float32
 matmul peak.
 
@@ -18,7 +18,7 @@ matmul peak.
 torch.bfloat16)`), for CPUs with AMX/AVX512-BF16; their MFU is against the measured bfloat16
 matmul peak, and they are compared with each other only.
 
-    python bench/bench_pretrain.py [--quick] [--bfloat16]
+    python -m bench.bench_pretrain [--quick] [--bfloat16]
 """
 
 from __future__ import annotations
@@ -26,13 +26,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
-from common import bert_forward_flops, matmul_peak_flops, matmul_peak_probe  # noqa: E402
+
+from bench.common import (  # noqa: E402
+    bert_forward_flops,
+    matmul_peak_flops,
+    matmul_peak_probe,
+    run_module,
+)
 
 SHAPE = dict(layers=4, hidden=512, heads=8, intermediate=2048, vocab=21128)
 SEQ, BATCH, PREDICTIONS = 128, 16, 20
@@ -234,15 +238,13 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
 
 def _torch_times(rounds: int, inner: int, bfloat16: bool, rows: list) -> dict:
     """Step times of PyTorch (and PyTorch bfloat16) measured in a child process."""
-    import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "torch.json")
-        command = [sys.executable, os.path.abspath(__file__), "--torch_only", out,
-                   "--rounds", str(rounds), "--inner", str(inner)]
-        proc = subprocess.run(command + (["--bfloat16"] if bfloat16 else []),
-                              capture_output=True, text=True)
+        args = ["--torch_only", out, "--rounds", str(rounds), "--inner", str(inner)]
+        proc = run_module("bench.bench_pretrain", args + (["--bfloat16"] if bfloat16 else []),
+                          capture_output=True, text=True)
         if proc.returncode != 0:
             rows.append({"benchmark": "pretrain_step", "system": "pytorch",
                          "error": proc.stderr[-2000:]})

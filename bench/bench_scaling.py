@@ -4,20 +4,16 @@ Cost should grow linearly with layers and a little faster than linearly with seq
 (attention's T^2 share grows with T). Reported next to the analytic FLOP count so a step that
 grows faster than its FLOPs stands out.
 
-    python bench/bench_scaling.py [--quick]
+    python -m bench.bench_scaling [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from bench_pretrain import SHAPE, synthetic_batch, tfbert_step  # noqa: E402
-from common import bert_forward_flops, matmul_peak_flops, timeit  # noqa: E402
+from bench.bench_pretrain import SHAPE, synthetic_batch, tfbert_step
+from bench.common import bert_forward_flops, matmul_peak_flops, timeit
 
 BATCH = 8
 
@@ -36,7 +32,7 @@ def _measure(shape: dict, seq: int, reps: int, peak: float) -> dict:
 def train_flops(shape: dict, seq: int, predictions: int) -> tuple[float, float]:
     """Training matmul FLOPs per sequence: the full model's, and what tfbert's pretrainer
     executes (its last block only at [CLS] and the masked positions); MFU counts the latter,
-    as bench_pretrain.py does."""
+    as bench.bench_pretrain does."""
     dims = (shape["hidden"], shape["layers"], shape["intermediate"], shape["vocab"], seq,
             predictions)
     return (3 * bert_forward_flops(*dims),

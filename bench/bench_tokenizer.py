@@ -14,7 +14,7 @@ reported separately in milliseconds. Wall-clock lines/s and tokens/s are the med
 passes after a warm-up pass; CPU microseconds per line (all threads of the process, timed
 passes only) are also reported: on a shared machine they are the steadier figure.
 
-    python bench/bench_tokenizer.py [--quick] [--vocab_file=vocab.txt]
+    python -m bench.bench_tokenizer [--quick] [--vocab_file=vocab.txt]
 """
 
 from __future__ import annotations
@@ -22,15 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from common import timeit  # noqa: E402
+from bench.common import timeit
 
 BATCH = 1024
 

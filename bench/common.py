@@ -1,20 +1,36 @@
-"""Shared benchmark helpers: timing, the machine's measured matmul peak, BERT FLOP counts.
+"""Shared benchmark helpers: timing, child processes, the machine's measured matmul peak, BERT
+FLOP counts, profiler op times.
 
 Every figure is the median of several timed repetitions after warm-up, measured in the same
-process as the peers it is compared with.
+run as the peers it is compared with. Importing this module imports no TensorFlow
+(bench/gpu_pretrain.py runs where there is none).
 """
 
 from __future__ import annotations
 
+import collections
+import glob
 import json
 import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_module(module: str, args: Sequence[str] = (), env: dict[str, str] | None = None,
+               **kwargs) -> subprocess.CompletedProcess:
+    """`python -m module args` in a child process started in the repository root (so `bench`
+    and `tfbert` import there as here), `env` added to this process's environment; other
+    keyword arguments go to subprocess.run (capture_output, text, timeout, check, ...)."""
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT,
+                          env={**os.environ, **(env or {})}, **kwargs)
 
 
 def timeit(fn: Callable[[], object], warmup: int = 2, reps: int = 5, inner: int = 1) -> dict:
@@ -49,17 +65,17 @@ def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int,
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def child_rounds(command: list[str], settings: Sequence[tuple[str, dict[str, str], list[str]]],
+def child_rounds(module: str, args: Sequence[str],
+                 settings: Sequence[tuple[str, dict[str, str], list[str]]],
                  rounds: int) -> Iterator[tuple[str, dict | str]]:
-    """Runs `command` once per (name, environment, extra arguments) setting, the settings in
-    turn for `rounds` rounds, each in a child process with that environment added: the
-    probes' way of comparing process-wide settings (thread pools, oneDNN and XLA flags).
+    """Runs `python -m module args` once per (name, environment, extra arguments) setting, the
+    settings in turn for `rounds` rounds, each in a child process with that environment added:
+    the probes' way of comparing process-wide settings (thread pools, oneDNN and XLA flags).
     Yields (name, the JSON object the child printed on its last stdout line), or (name, its
     stderr) when it failed."""
     for _ in range(rounds):
         for name, env, extra in settings:
-            out = subprocess.run([*command, *extra], env={**os.environ, **env},
-                                 capture_output=True, text=True)
+            out = run_module(module, [*args, *extra], env=env, capture_output=True, text=True)
             if out.returncode:
                 yield name, out.stderr.strip()
             else:
@@ -131,6 +147,32 @@ def bert_forward_flops(hidden: int, layers: int, intermediate: int, vocab: int, 
     head = predictions * (2 * hidden**2 + 2 * hidden * vocab)
     pooler_nsp = (2 * hidden**2 + 4 * hidden) if nsp else 0
     return (layers - 1) * layer(seq) + last + head + pooler_nsp
+
+
+def op_times(logdir: str) -> collections.Counter:
+    """Total microseconds per TF op type (the event name's part after the last ':') on the host
+    threads of the newest TensorFlow profiler trace (XSpace protobuf) under `logdir`."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    path = sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))[-1]
+    with open(path, "rb") as f:
+        space.ParseFromString(f.read())
+    totals: collections.Counter = collections.Counter()
+    for plane in space.planes:
+        if not plane.name.startswith("/host:CPU"):
+            continue
+        names = {k: v.name for k, v in plane.event_metadata.items()}
+        for line in plane.lines:
+            if "tf_Compute" not in line.name and "tf_inter" not in line.name.lower() \
+                    and "Executor" not in line.name:
+                continue
+            for event in line.events:
+                name = names.get(event.metadata_id, "?")
+                op_type = name.rsplit(":", 1)[-1]
+                if ":" in name and op_type != "Process":  # "Process" encloses the ops
+                    totals[op_type] += event.duration_ps / 1e6
+    return totals
 
 
 def machine_name() -> str:

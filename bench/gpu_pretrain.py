@@ -18,8 +18,10 @@ Reference point: NVIDIA's published TF2 BERT-large figure (A100 80GB, seq 128, m
 is about 486 sequences/s per GPU; the table gives the MFU that implies against the A100's
 312 TFLOP/s dense bf16 datasheet rate.
 
-    python bench/gpu_pretrain.py --out results/            # the GPU run (defaults below)
-    python bench/gpu_pretrain.py --tiny                    # a CPU check of the same code paths
+    python -m bench.gpu_pretrain --out results/            # the GPU run (defaults below)
+    python -m bench.gpu_pretrain --tiny                    # a CPU check of the same code paths
+
+Run from the repository root (tfbert is imported from there; it need not be installed).
 
 On a machine without Keras (e.g. a JAX-only GPU box), bring the keras wheel and its small pure
 dependencies (keras, namex, optree; ml_dtypes, h5py, rich, absl-py where missing) as wheels,
@@ -34,12 +36,9 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+from bench.common import bert_forward_flops, run_module  # TensorFlow-free
 
 NVIDIA_A100_BERT_LARGE_SEQ_S = 486.0  # TF2, seq 128, AMP, per GPU (NVIDIA's published table)
 A100_BF16_TFLOPS = 312.0  # datasheet dense bf16
@@ -168,8 +167,7 @@ def time_pytorch(shape: dict, batch: dict, steps: int, compile: bool
 
 def run_one(spec: str, seq: int, predictions: int, steps: int, peak: float) -> dict:
     """One `system:preset:batch` run, in this process."""
-    from bench_pretrain import synthetic_batch
-    from common import bert_forward_flops
+    from bench.bench_pretrain import synthetic_batch  # numpy only
 
     system, preset, batch_size = spec.split(":")
     batch_size = int(batch_size)
@@ -229,12 +227,12 @@ def main() -> None:
                "bf16_matmul_peak_tflops": peak / 1e12, "runs": []}
     print(f"bf16 matmul: {peak / 1e12:.1f} TFLOP/s on {results['device']}", flush=True)
     for spec in args.runs.split(","):
-        command = [sys.executable, os.path.abspath(__file__), "--one", spec, "--peak", str(peak),
-                   "--seq", str(args.seq), "--predictions", str(args.predictions),
-                   "--steps", str(args.steps)]
+        one = ["--one", spec, "--peak", str(peak), "--seq", str(args.seq),
+               "--predictions", str(args.predictions), "--steps", str(args.steps)]
         start = time.perf_counter()
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+            done = run_module("bench.gpu_pretrain", one, capture_output=True, text=True,
+                              timeout=args.timeout)
             lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
             if lines:
                 result = json.loads(lines[-1][len("RESULT "):])
@@ -253,8 +251,6 @@ def main() -> None:
 
 
 def print_table(results: dict, seq: int, predictions: int) -> None:
-    from common import bert_forward_flops
-
     print(f"\n{results['device']}: bf16 matmul {results['bf16_matmul_peak_tflops']:.0f} TFLOP/s"
           f" (measured); seq {seq}, {predictions} masked positions, bfloat16 mixed precision")
     print(f"{'system':<16} {'preset':<20} {'batch':>5} {'step ms':>8} {'seq/s':>8} "

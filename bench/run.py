@@ -1,10 +1,12 @@
 """Runs every tfbert benchmark side by side with its peers, prints a table, writes JSON + a plot.
 
-    python bench/run.py [--quick] [--bfloat16] [--rounds N]
+    python -m bench.run [--quick] [--bfloat16] [--rounds N]
                         [--only pretrain,inference,tokenizer,pipeline,scaling]
 
-Writes bench/results/<machine>-<date>.json and .png. Each figure is the median of several timed
-repetitions after warm-up; every peer is measured in this same run on this same machine.
+Run from the repository root. Writes bench/results/<machine>-<date>.json and .png (a run keeps
+that day's figures of the benchmarks it does not re-run). Each figure is the median of several
+timed repetitions after warm-up; every peer is measured in this same run on this same machine.
+docs/performance.md explains the figures.
 """
 
 from __future__ import annotations
@@ -15,21 +17,17 @@ import importlib
 import json
 import logging
 import os
-import sys
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+from bench.common import machine_name, matmul_peak_flops
 
-from common import machine_name, matmul_peak_flops  # noqa: E402
-
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 BENCHMARKS = {  # name -> module exposing run(quick, ...) -> dict with "rows" (and "ratios")
-    "pretrain": "bench_pretrain",
-    "inference": "bench_inference",
-    "tokenizer": "bench_tokenizer",
-    "pipeline": "bench_pipeline",
-    "scaling": "bench_scaling",
+    "pretrain": "bench.bench_pretrain",
+    "inference": "bench.bench_inference",
+    "tokenizer": "bench.bench_tokenizer",
+    "pipeline": "bench.bench_pipeline",
+    "scaling": "bench.bench_scaling",
 }
 NEEDS_PEAK = {"pretrain", "scaling"}
 
@@ -85,7 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, smaller sweeps")
     parser.add_argument("--only", default=",".join(BENCHMARKS))
-    parser.add_argument("--out_dir", default=os.path.join(HERE, "results"))
+    parser.add_argument("--out_dir", default=RESULTS)
     parser.add_argument("--bfloat16", action="store_true",
                         help="pretrain: add the mixed-bfloat16 systems (AMX/AVX512-BF16 CPUs)")
     parser.add_argument("--rounds", type=int, default=1,
@@ -115,11 +113,11 @@ def main() -> None:
     stem = os.path.join(args.out_dir, f"{results['machine']}-{results['date']}")
     if os.path.exists(stem + ".json"):  # keep the same day's figures of benchmarks not re-run
         with open(stem + ".json") as f:
-            earlier = json.load(f)
-        kept = {k: v for k, v in earlier.get("benchmarks", {}).items()
+            same_day = json.load(f)
+        kept = {k: v for k, v in same_day.get("benchmarks", {}).items()
                 if k not in results["benchmarks"]}
         if kept:
-            logging.info("keeping %s from the earlier run of %s", sorted(kept), results["date"])
+            logging.info("keeping %s from %s's results file", sorted(kept), results["date"])
             results["benchmarks"] = {**kept, **results["benchmarks"]}
     with open(stem + ".json", "w") as f:
         json.dump(results, f, indent=2)

@@ -1,12 +1,10 @@
 """Dropout with keras.layers.Dropout's semantics and a cheaper TensorFlow path.
 
-Why not the stock layer as it is: under the TensorFlow backend it runs
-`tf.nn.experimental.stateless_dropout`, which divides the input by the keep probability, draws a
-32-bit float per element, compares and selects forward, and selects and divides again backward.
-At BERT's attention-probability shapes ([B, N, T, T]) that is several full passes plus the RNG,
-about a tenth of a CPU pretraining step (bench/NOTES.md). Here each element takes 16 random bits
-(one Philox word serves two elements) and the result is one multiply by a {0, 1 / keep} mask,
-which is also the whole gradient.
+Under the TensorFlow backend the stock layer runs `tf.nn.experimental.stateless_dropout`: a
+divide, a 32-bit float draw per element, compare and select forward, select and divide
+backward. Here each element takes 16 random bits (one Philox word serves two elements) and the
+result is one multiply by a {0, 1 / keep} mask, which is also the whole gradient. Measured: the
+pretraining step 4-6% faster (docs/performance.md, "Dropout RNG").
 """
 
 from __future__ import annotations

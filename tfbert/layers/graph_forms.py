@@ -2,13 +2,12 @@
 switch that turns them off.
 
 - LayerNorm: see `tfbert.layers.layer_norm` (one fused `_MklLayerNorm` at inference).
-- Swapping axes 1 and 2 of a [B, T, N, D] tensor (the attention heads' layout change, four per
-  block): TensorFlow's oneDNN graph rewrite runs every float32 Transpose as `_MklTranspose`, a
-  oneDNN reorder that moves these tensors at a few GB/s (0.095-0.118 ms for a [1, 128, 12, 64]
-  swap on this project's CPU host); the same permutation on the tensor's bits as integers runs
-  in TensorFlow's own transpose kernel, which copies whole D-element rows, about 5x faster
-  (`python bench/probe_attention.py --swaps`; bench/NOTES.md, seventh session). The bitcasts
-  are views, not copies. Gradients flow through the same swap.
+- Swapping axes 1 and 2 of a [B, T, N, D] tensor (the attention heads' layout change):
+  TensorFlow's oneDNN graph rewrite runs every float32 Transpose as `_MklTranspose`, a oneDNN
+  reorder; the same permutation on the tensor's bits as integers runs in TensorFlow's own
+  transpose kernel, which copies whole D-element rows. Measured: 0.095 vs 0.018 ms per
+  [1, 128, 12, 64] swap (docs/performance.md, "Attention core"). The bitcasts are views, not
+  copies. Gradients flow through the same swap.
 
 Graphs traced inside `stock_ops()` use keras's own ops for both: the TFLite export does, since
 the converter decomposes the fused LayerNorm into more ops than keras's and has no use for the

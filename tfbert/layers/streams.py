@@ -1,23 +1,20 @@
 """Stream-parallel inference form of `BertTransformerLayer` for CPU serving (TensorFlow only):
 the SavedModel export's `cpu_streams`.
 
-A batch-1 bert-base forward is a chain of small matmuls ([128, 768] x [768, N]). oneDNN splits
-each one over TensorFlow's intra-op threads, synchronising per op, and got 1.57x from a second
-core where PyTorch got 1.95x (bench/NOTES.md, sixth session). Here each block's work is cut
-into S independent streams instead, which TensorFlow's inter-op threads run side by side with
-one intra-op thread each (Megatron-LM's tensor parallelism, inside one process). Stream s owns
-heads [s N/S, (s+1) N/S) and feed-forward columns [s I/S, (s+1) I/S): it computes its heads'
-Q, K and V, their attention, and its part of the output projection ([rows, N D / S] x
-[N D / S, H]); the S parts are summed (+ bias + residual) before each LayerNorm, the two joins
-per block. The arithmetic is the layer's, summed in a different order (tests: 1e-5).
+Each block's work is cut into S independent streams that TensorFlow's inter-op threads run
+side by side, one intra-op thread each (Megatron-LM's tensor parallelism, inside one process),
+instead of oneDNN splitting every small batch-1 matmul over the intra-op pool. Stream s owns
+heads [s N/S, (s+1) N/S) and feed-forward columns [s I/S, (s+1) I/S): its heads' Q, K, V and
+attention, and its part of both output projections; the S parts are summed (+ bias +
+residual) before each LayerNorm. Same arithmetic, summed in a different order (tests: 1e-5).
+`StreamedBlock` holds the kernels cut per stream as new variables (a slice in the graph would
+copy them per call); an export with streams stores those in place of the blocks' kernels.
 
-The streams need their weights cut up front (a column slice in the graph would copy every
-kernel on every call), so `StreamedBlock` holds them as new variables; a SavedModel exported
-with streams stores those in place of the blocks' Q/K/V, attention-output and feed-forward
-kernels (same size). The form pays only when the process runs TensorFlow with one intra-op
-thread and S inter-op threads (TF Serving: `--tensorflow_intra_op_parallelism=1
---tensorflow_inter_op_parallelism=S`); with the default pools it runs about as fast as the
-plain graph (bench/NOTES.md, eighth session).
+It pays only with one intra-op and S inter-op threads (TF Serving:
+`--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=S`). Measured at batch 1,
+bert-base, 2 cores: 90.5 ms against 109.4 ms for the plain graph and 94.7 ms for ONNX Runtime;
+with the default pools no faster than the plain graph (docs/performance.md, "cpu_streams for
+batch-1 serving").
 
 Shape legend: B = batch, T = keys (sequence length), Q = query rows (T, or the positions of
 `query_positions`), H = hidden size, N = heads, D = head size, I = intermediate size,

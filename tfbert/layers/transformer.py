@@ -26,20 +26,16 @@ class BertSelfAttention(keras.layers.MultiHeadAttention):
 
     The Q/K/V/output EinsumDense sublayers (their variables, names and shapes) and the
     [B, 1, T] or [B, T, T] boolean mask are the Keras layer's; see its docstring for the
-    arguments. Three things are computed differently, with the same results (bench/NOTES.md):
+    arguments. Three things are computed differently, with the same results:
 
-    - When the probabilities are not returned, the mask enters as an additive [B, 1, 1, T] bias
-      (0 or -1e9) instead of the stock `where` before and after the softmax over the full
-      [B, N, T, T] scores: two fewer [B, N, T, T] passes forward and four backward.
-    - The projections run as one 2-D matmul each, [B*T, H] x [H, N*D] (the kernels reshaped),
-      instead of EinsumDense's "abc,cde->abde", which TensorFlow lowers to a broadcasting
-      BatchMatMulV2 that oneDNN runs well below its plain MatMul speed.
-    - Under TensorFlow the scores and the context are batch matmuls in the heads-first
-      [B, N, T, D] layout, entered and left by `swap_axes_1_2` (three swaps in, one out, at
-      TensorFlow's transpose speed rather than oneDNN's; graph_forms.py), with the key
-      transposed inside the matmul (transpose_b) and the 1/sqrt(D) scale applied to the scores,
-      where Grappler fuses it into the matmul. keras's einsums would add a full [B, N, D, S]
-      transpose of the key and run all four as oneDNN reorders.
+    - Without returned probabilities, the mask is an additive [B, 1, 1, T] bias (0 or -1e9)
+      before a plain softmax, not the stock `where` before and after it (docs/performance.md,
+      "Attention mask as an additive bias").
+    - Each projection is one 2-D matmul, [B*T, H] x [H, N*D] on the reshaped kernel, not
+      EinsumDense's broadcasting BatchMatMulV2 ("Projections as 2-D matmuls").
+    - Under TensorFlow the scores and context are batch matmuls in the heads-first
+      [B, N, T, D] layout, entered and left by `swap_axes_1_2` (graph_forms.py), the key
+      transposed inside the matmul and the 1/sqrt(D) scale on the scores ("Attention core").
     """
 
     def call(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
@@ -137,6 +133,7 @@ def _dense_2d(dense: keras.layers.Dense, x):
     MatMul + BiasAdd + GELU (exact or tanh) into one _FusedMatMul, but only when the bias is a
     BiasAdd op on a 2-D matmul. Dense's own `x + bias` (AddV2, after the 3-D matmul's reshape)
     leaves the bias and the GELU's five elementwise ops as separate passes over [B*T, I].
+    Measured: -9% at batch 1 (docs/performance.md, "Feed-forward: fused MatMul + bias + GELU").
     """
     x = ops.cast(x, dense.compute_dtype)
     batch_shape = ops.shape(x)[:-1]

@@ -85,8 +85,9 @@ class BertPretrainer(BertTask):
         masked positions, the only rows the heads read (`BertEncoder.forward`).
 
         Same logits as the graph (test); the last block's query projection, attention output,
-        feed-forward layer and LayerNorms run on 1 + P rows instead of T, which for the bench
-        config (4 layers, T = 128, P = 20) is 15.5% of the step's matmul work.
+        feed-forward layer and LayerNorms run on 1 + P rows instead of T: at 4 layers, T = 128,
+        P = 20, 15.5% less matmul work and a 9% faster step (docs/performance.md, "Last block
+        only where the heads read it").
         """
         inputs = self._select_inputs(inputs)
         positions = ops.cast(inputs["masked_lm_positions"], "int32")  # [B, P]
@@ -106,9 +107,10 @@ class BertPretrainer(BertTask):
             **kwargs: other keras.Model.compile arguments (jit_compile, steps_per_execution, ...).
                 jit_compile="auto" (the default) is XLA on with a GPU/TPU or JAX, as Keras
                 decides; on a CPU-only TensorFlow it is XLA on for a float32 model and off for a
-                mixed-precision one. Measured on a quiet 2-core Xeon (bench/NOTES.md): XLA ran
-                the float32 step 1.12x faster than the TF graph with oneDNN kernels, while in
-                bfloat16 oneDNN's AMX matmuls are far ahead of XLA's CPU dots.
+                mixed-precision one. Measured on an idle 2-core Xeon: XLA runs the float32
+                step 1.12x faster than the TF graph with oneDNN kernels, while in bfloat16
+                oneDNN's AMX matmuls are far ahead of XLA's CPU dots (docs/performance.md,
+                "XLA on CPU").
         """
         if loss is not None:
             raise ValueError("BertPretrainer computes its own MLM + NSP loss; "

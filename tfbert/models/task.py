@@ -80,8 +80,8 @@ class BertTask(FeatureDictModel):
             weighted_metrics: "auto" (`default_metrics()`: accuracy, honouring sample weights
                 such as a padding mask) or Keras metrics.
             **kwargs: other keras.Model.compile arguments (jit_compile, ...). The default
-                jit_compile="auto" is XLA off on a CPU-only TensorFlow (oneDNN kernels measured
-                faster there, bench/NOTES.md) and on with a GPU/TPU or JAX.
+                jit_compile="auto" is Keras's choice: XLA off on a CPU-only TensorFlow, on with
+                a GPU/TPU or JAX (docs/performance.md, "XLA on CPU").
         """
         if optimizer == "auto":
             optimizer = keras.optimizers.Adam(5e-5)

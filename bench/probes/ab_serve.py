@@ -1,18 +1,22 @@
-"""Interleaved A/B of the classifier forward pass at batch 1 (bert-base-chinese shape, seq 128):
-a tf.function with jit_compile=True (XLA) vs False (TF graph + oneDNN), as a serving signature
-would call it, (--stock_projections) the XLA-off forward traced with keras
-MultiHeadAttention's own EinsumDense projections instead of tfbert's 2-D matmuls,
-(--stock_feed_forward) with keras Dense's own feed-forward path (no fused bias + GELU),
-(--stock_layer_norm) with keras LayerNormalization's ops instead of the fused form,
-(--stock_attention_core) with the scores and context as keras's einsums instead of the
-heads-first batch matmuls behind integer-bitcast transposes,
-(--packed_qkv_heads_first) with Q/K/V from one kernel packed before tracing and the attention in
-the [B, N, T, D] layout (an experiment, bench/NOTES.md change 24), and (--onnx)
-ONNX Runtime on the same weights. Decides the serving function's settings (see bench/NOTES.md).
+"""Interleaved A/B of the classifier forward pass (bert-base-chinese shape, seq 128, batch 1 by
+default) as a serving signature calls it: a tf.function with jit_compile=True (XLA) and False
+(TF graph + oneDNN), plus the XLA-off forward traced with one piece of tfbert's put back to the
+stock Keras form or changed experimentally. The serving A/Bs of docs/performance.md.
 
-    python bench/ab_serve.py [--rounds 10] [--batch 1] [--stock_projections]
+- --stock_projections: keras MultiHeadAttention's EinsumDense projections (not 2-D matmuls);
+- --stock_feed_forward: keras Dense's own feed-forward path (no fused bias + GELU);
+- --stock_layer_norm: keras LayerNormalization's ops (not the fused form), with and without XLA;
+- --stock_attention_core: the scores and context as keras's einsums (not heads-first batch
+  matmuls behind integer-bitcast swaps), with and without XLA;
+- --full_last_layer: the last block at every position (not [CLS] only);
+- --fused_qkv: Q/K/V as one matmul on kernels concatenated in the call (experiment);
+- --packed_qkv_heads_first: Q/K/V from one kernel packed before tracing, the attention in the
+  [B, N, T, D] layout (experiment);
+- --onnx: ONNX Runtime on the same weights.
+
+    python -m bench.probes.ab_serve [--rounds 10] [--batch 1] [--stock_projections]
         [--stock_feed_forward] [--stock_layer_norm] [--stock_attention_core]
-        [--packed_qkv_heads_first] [--onnx]
+        [--full_last_layer] [--fused_qkv] [--packed_qkv_heads_first] [--onnx]
 """
 
 from __future__ import annotations
@@ -20,13 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from bench_inference import SEQ, build_tfbert, make_inputs, torch_systems  # noqa: E402
-from common import in_stock_ops, interleaved_medians  # noqa: E402
+from bench.bench_inference import SEQ, build_tfbert, make_inputs, torch_systems  # noqa: E402
+from bench.common import in_stock_ops, interleaved_medians  # noqa: E402
 
 
 def traced_with(model, spec, cls, attr: str, replacement, jit_compile: bool = False):

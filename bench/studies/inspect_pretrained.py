@@ -12,7 +12,7 @@
   the masked-LM loss on the held-out masked positions of a model that predicts those
   frequencies everywhere (the plateau a model that ignores context sits on).
 
-    python bench/inspect_pretrained.py [--model output/pretrain_default/model] [--batches 4]
+    python -m bench.studies.inspect_pretrained [--model output/pretrain_default/model] [--batches 4]
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 

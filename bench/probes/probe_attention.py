@@ -1,7 +1,7 @@
 """Self-attention at batch 1 written four ways, timed interleaved on a 12-layer chain of
 bert-base-shaped attention sublayers (projections, scores, softmax, context, output projection;
 seq 128): where do the [B, T, N, D] <-> [B, N, T, D] transposes go, and what do they cost?
-bench/NOTES.md, seventh session, quotes the output.
+(docs/performance.md, "Attention core".)
 
 - `einsum`: Q/K/V as [T, N*D] matmuls reshaped to [B, T, N, D], the score and context as
   tf.einsum (one `_MklEinsum` op each).
@@ -14,7 +14,7 @@ bench/NOTES.md, seventh session, quotes the output.
 - `transposed_x`: as `transposed`, but x is transposed once per layer and the projections are
   plain matmuls with transpose_a on the kernel.
 
-    python bench/probe_attention.py [--rounds 30] [--batch 1] [--profile] [--swaps]
+    python -m bench.probes.probe_attention [--rounds 30] [--batch 1] [--profile] [--swaps]
 
 --swaps first times the transposes alone: 48 swaps of a [B, 128, 12, 64] tensor in one
 tf.function (with an elementwise op between them, as in the model), as float32 transposes
@@ -26,16 +26,12 @@ baseline subtracted.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy as np
+import tensorflow as tf
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from common import interleaved_medians  # noqa: E402
-
-from tfbert.layers.graph_forms import swap_axes_1_2  # noqa: E402
+from bench.common import interleaved_medians, op_times
+from tfbert.layers.graph_forms import swap_axes_1_2
 
 H, N, T, LAYERS = 768, 12, 128, 12
 D = H // N
@@ -169,8 +165,6 @@ def main() -> None:
     for name, t in interleaved_medians(calls, args.rounds).items():
         print(f"{name:<14} {t * 1e3:8.2f} ms (median of {args.rounds}, batch {args.batch})")
     if args.profile:
-        from profile_pretrain import op_times
-
         for name, call in calls.items():
             logdir = f"/tmp/tfbert_probe_attention/{name}"
             tf.profiler.experimental.start(logdir)

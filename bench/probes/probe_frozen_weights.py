@@ -1,9 +1,9 @@
 """What TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 does to an exported SavedModel's `serve_ids` when
 requests change length: each length in --order is timed in turn (median of --reps after two
 warm-up calls) in one process, in a child process without the flag and one with it.
-docs/serving.md and bench/NOTES.md (seventh session) quote the output.
+(docs/performance.md, "Frozen weights"; docs/serving.md.)
 
-    python bench/probe_frozen_weights.py [--order 32,128,32,64] [--reps 8]
+    python -m bench.probes.probe_frozen_weights [--order 32,128,32,64] [--reps 8]
 
 Requests are batch 1, `real` tokens padded to 128; the export trims padding (rounded up to 16),
 so each length is a different matmul shape.
@@ -14,19 +14,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from bench.bench_inference import build_tfbert, make_inputs  # noqa: E402
+from bench.common import run_module  # noqa: E402
 
 
 def child(export_dir: str, order: list[int], reps: int) -> str:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the SavedModel's tokenizer op)
-    from bench_inference import make_inputs
 
     serve_ids = tf.saved_model.load(export_dir).signatures["serve_ids"]
     results = []
@@ -53,17 +52,16 @@ def main() -> None:
     if args.child:
         print(child(args.child, order, args.reps))
         return
-    from bench_inference import build_tfbert
-
     from tfbert.export import export_model
 
     workdir = tempfile.mkdtemp()
     export_dir = os.path.join(workdir, "saved_models", "bench", "1")
     export_model(build_tfbert(workdir), export_dir, check=False)
     for flag in ("0", "1"):
-        out = subprocess.run([sys.executable, __file__, "--child", export_dir, "--order",
-                              args.order, "--reps", str(args.reps)], capture_output=True,
-                             text=True, env={**os.environ, "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": flag})
+        out = run_module("bench.probes.probe_frozen_weights",
+                         ["--child", export_dir, "--order", args.order, "--reps", str(args.reps)],
+                         env={"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": flag}, capture_output=True,
+                         text=True)
         line = out.stdout.strip().splitlines()[-1] if out.returncode == 0 else out.stderr[-500:]
         print(f"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS={flag}: {line}")
 

@@ -5,10 +5,10 @@ thread, beat the default graph whose oneDNN matmuls split each GEMM over the int
 The split is Megatron's: per block, stream s owns heads [s*N/S, (s+1)*N/S) and feed-forward
 columns [s*I/S, (s+1)*I/S); it computes its heads' Q/K/V (one [H, 3H/S] matmul), their
 attention, and its partial output projection [T, H/S] x [H/S, H]; the partials are summed
-(+ bias + residual) before each LayerNorm, the two joins per block. bench/NOTES.md (eighth
-session) has the figures.
+(+ bias + residual) before each LayerNorm, the two joins per block. (docs/performance.md,
+"cpu_streams for batch-1 serving".)
 
-    python bench/probe_streams.py [--rounds 2] [--reps 15] [--batch 1] [--tokens 128]
+    python -m bench.probes.probe_streams [--rounds 2] [--reps 15] [--batch 1] [--tokens 128]
                                   [--streams 2] [--settings default,intra1_inter2,...]
 
 Each setting runs in its own child process (thread pools are process-wide); within a child the
@@ -29,7 +29,7 @@ import statistics
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench.common import child_rounds, interleaved_medians
 
 SETTINGS = {
     "default": {},
@@ -119,7 +119,6 @@ def child(model_dir: str, reps: int, batch: int, tokens: int,
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import numpy as np
     import tensorflow as tf
-    from common import interleaved_medians
 
     import tfbert.checkpoints
 
@@ -176,17 +175,17 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown settings {unknown}; choose from {sorted(SETTINGS)}")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    from bench_inference import build_tfbert
-    from common import child_rounds
+    from bench.bench_inference import build_tfbert
 
     model_dir = build_tfbert(tempfile.mkdtemp())
     variants = ",".join([f"streams={s}" for s in ["1", *args.streams.split(",")]]
                         + [f"library streams={s}" for s in args.streams.split(",")])
     times: dict[str, list[float]] = {}
-    command = [sys.executable, __file__, "--child", model_dir, "--reps", str(args.reps),
-               "--batch", str(args.batch), "--tokens", str(args.tokens), "--variants", variants]
+    child_args = ["--child", model_dir, "--reps", str(args.reps), "--batch", str(args.batch),
+                  "--tokens", str(args.tokens), "--variants", variants]
     settings = [(name, SETTINGS[name], []) for name in args.settings.split(",")]
-    for setting, out in child_rounds(command, settings, args.rounds):
+    for setting, out in child_rounds("bench.probes.probe_streams", child_args, settings,
+                                     args.rounds):
         if isinstance(out, str):  # the child failed: its stderr
             sys.exit(f"{setting}: {out[-2000:]}")
         for name, value in out.items():

@@ -2,9 +2,9 @@
 settings that an in-process A/B cannot switch: oneDNN off, thread pools, XLA CPU flags, frozen
 weights with oneDNN's weight prepacking. Each setting runs in its own child process; the
 settings are timed in turn for --rounds rounds and each figure is the median over rounds of the
-per-process medians (bench/NOTES.md, sixth session, changes 20-22).
+per-process medians. (docs/performance.md, "Process-wide CPU settings" and "Frozen weights".)
 
-    python bench/serve_env.py [--rounds 2] [--reps 15] [--tokens 128]
+    python -m bench.probes.serve_env [--rounds 2] [--reps 15] [--tokens 128]
                               [--settings default,onednn_off,...]
 
 --tokens: the request's length (a trimmed short request runs at its own length; 128 = SEQ).
@@ -24,10 +24,9 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench.common import child_rounds, interleaved_medians
 
 XLA_SETTINGS = {
     "xla:onednn": "--xla_cpu_use_onednn=true",
@@ -58,10 +57,9 @@ def child(model_dir: str, reps: int, jit: bool, frozen: bool,
     """Median ms per forward of this process's variants (one line of JSON on stdout)."""
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     import tensorflow as tf
-    from bench_inference import make_inputs
-    from common import interleaved_medians
 
     import tfbert.checkpoints
+    from bench.bench_inference import make_inputs
 
     model = tfbert.checkpoints.load_model(model_dir)
     spec = {k: tf.TensorSpec([None, tokens], tf.int32) for k in ("input_ids", "input_mask",
@@ -98,15 +96,13 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown settings {unknown}; choose from {sorted(SETTINGS)}")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    from bench_inference import build_tfbert
-    from common import child_rounds
+    from bench.bench_inference import build_tfbert
 
     model_dir = build_tfbert(tempfile.mkdtemp())
     times: dict[str, list[float]] = {}
-    command = [sys.executable, __file__, "--child", model_dir, "--reps", str(args.reps),
-               "--tokens", str(args.tokens)]
+    child_args = ["--child", model_dir, "--reps", str(args.reps), "--tokens", str(args.tokens)]
     settings = [(name, *SETTINGS[name]) for name in args.settings.split(",")]
-    for name, out in child_rounds(command, settings, args.rounds):
+    for name, out in child_rounds("bench.probes.serve_env", child_args, settings, args.rounds):
         if isinstance(out, str):  # the child failed: its stderr
             times.setdefault(f"{name} (failed: {out.splitlines()[-1]})", [])
             continue

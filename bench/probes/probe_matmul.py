@@ -1,9 +1,9 @@
 """The matmul rate TensorFlow reaches at batch 1 (M = 128 rows), next to PyTorch, on a chain of
 the bert-base matmul shapes (per layer: four [128, 768] x [768, 768], then 768 -> 3072 -> 768;
-four layers' worth, each output feeding the next, as in the model). bench/NOTES.md, sixth
-session, quotes these figures.
+four layers' worth, each output feeding the next, as in the model). (docs/performance.md,
+"Matmul kernels at batch 1".)
 
-    python bench/probe_matmul.py [--intra_op N] [--inter_op N] [--rounds 30]
+    python -m bench.probes.probe_matmul [--intra_op N] [--inter_op N] [--rounds 30]
         [--variants biasadd,nobias,bias_after_reshape,constants,conv1x1,batch_matmul,
                     batch_matmul_nobias,split_halves,torch]
 
@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
+
+from bench.common import interleaved_medians, run_module
 
 M, K = int(os.environ.get("PROBE_ROWS", 128)), 768  # PROBE_ROWS: rows (batch x tokens)
 SHAPES = ([(768, 768)] * 4 + [(768, 3072), (3072, 768)]) * 4
@@ -102,8 +103,6 @@ def main() -> None:
     parser.add_argument("--variants", default="biasadd,nobias,constants,conv1x1,split_halves,"
                                               "torch")
     args = parser.parse_args()
-    from common import interleaved_medians
-
     variants = args.variants.split(",")
     flops = sum(2 * M * k * n for k, n in SHAPES)
     if variants == ["torch"]:
@@ -125,8 +124,9 @@ def main() -> None:
     _report(medians, flops)
     if "torch" in variants:
         sys.stdout.flush()
-        subprocess.run([sys.executable, __file__, "--variants", "torch", "--rounds",
-                        str(args.rounds), "--intra_op", str(args.intra_op)], check=True)
+        run_module("bench.probes.probe_matmul", ["--variants", "torch", "--rounds",
+                                                  str(args.rounds), "--intra_op",
+                                                  str(args.intra_op)], check=True)
 
 
 def _report(medians: dict[str, float], flops: float) -> None:

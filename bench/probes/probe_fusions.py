@@ -1,12 +1,14 @@
 """Which small-graph formulations Grappler's oneDNN remapper fuses on this TensorFlow: four
 LayerNorm formulations and a residual add after MatMul + BiasAdd, each printed with the ops the
-session actually ran (its optimized partition graph). bench/NOTES.md, sixth session, change 19
-and the residual-add probe, quote the output.
+session actually ran (its optimized partition graph). (docs/performance.md, "LayerNorm form"
+and "Matmul kernels at batch 1".)
 
-    python bench/probe_fusions.py
+    python -m bench.probes.probe_fusions
 """
 
 from __future__ import annotations
+
+import argparse
 
 import numpy as np
 import tensorflow as tf
@@ -67,6 +69,7 @@ def ops_run(build) -> list[str]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     for name in ("fused_batch_norm", "square_of_sub", "squared_difference", "moments"):
         ops = ops_run(lambda h, x, g, b, bias, name=name: layer_norms(h, g, b)[name])
         print(f"LayerNorm as {name:20s} fused: {'_MklLayerNorm' in ops!s:5s} ops: {ops}")

@@ -2,7 +2,7 @@
 in a plain tf.function (same weights, interleaved), then a TensorFlow profiler trace of
 `serve_ids` summed by op type.
 
-    python bench/profile_serve.py [--batch 1] [--rounds 10] [--inter_op 0] [--intra_op 0]
+    python -m bench.probes.profile_serve [--batch 1] [--rounds 10] [--inter_op 0] [--intra_op 0]
                                   [--dtype float32|bfloat16] [--cpu_streams 1] [--top 20]
 
 --inter_op/--intra_op set TensorFlow's thread pools before anything runs (0: TF's default), to
@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 
@@ -39,11 +37,9 @@ def main() -> None:
     if args.intra_op:
         tf.config.threading.set_intra_op_parallelism_threads(args.intra_op)
 
-    from bench_inference import SEQ, build_tfbert, make_inputs
-    from common import interleaved_medians
-    from profile_pretrain import op_times
-
     import tfbert
+    from bench.bench_inference import SEQ, build_tfbert, make_inputs
+    from bench.common import interleaved_medians, op_times
     from tfbert.export import export_model
 
     workdir = tempfile.mkdtemp()

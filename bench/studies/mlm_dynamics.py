@@ -5,9 +5,10 @@ implementation on real text. Both models get the same config (no dropout), the s
 (drawn once from `pretraining_dataset` over the built-in records, dynamic masking), and the same
 optimizer (AdamW, weight decay 0.01 off LayerNorm and biases, epsilon 1e-6, global-norm clip
 1.0, linear warmup then linear decay). Prints the mean masked-LM loss and accuracy of every
-100-step window for each system, and writes them as JSON (README, "Fine-tuning quality").
+100-step window for each system, and writes them as JSON (docs/performance.md, "The built-in
+default pretraining").
 
-    python bench/mlm_dynamics.py [--steps 2000] [--seq 64] [--hidden 128] [--layers 2]
+    python -m bench.studies.mlm_dynamics [--steps 2000] [--seq 64] [--hidden 128] [--layers 2]
         [--learning_rate 1e-3] [--systems tfbert,transformers] [--out FILE]
 """
 
@@ -16,10 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 WINDOW = 100

@@ -1,10 +1,11 @@
 """Interleaved A/B of pretraining steps: tfbert vs keras-hub (and optional variants) in one process.
 
 Alternates one step of each system for several rounds so that machine load hits every system
-equally, then prints each system's median step time and tfbert's ratio to keras-hub. Used to
-measure each optimisation recorded in bench/NOTES.md.
+equally, then prints each system's median step time and tfbert's ratio to keras-hub. The
+`tfbert-stock-*` variants trace tfbert's step with one stock Keras piece put back, the A side of
+the pretraining A/Bs in docs/performance.md.
 
-    python bench/ab_pretrain.py [--rounds 8] [--systems tfbert,keras-hub,pytorch]
+    python -m bench.probes.ab_pretrain [--rounds 8] [--systems tfbert,keras-hub,pytorch]
 """
 
 from __future__ import annotations
@@ -13,20 +14,18 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from bench_pretrain import (  # noqa: E402
+from bench.bench_pretrain import (  # noqa: E402
     BATCH,
     keras_hub_step,
     synthetic_batch,
     tfbert_step,
     torch_step,
 )
-from common import in_stock_ops  # noqa: E402
+from bench.common import in_stock_ops  # noqa: E402
 
 
 def _traced_with_stock(piece: str, make):
@@ -74,12 +73,20 @@ MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_s
           "tfbert-jit": lambda b: tfbert_step(b, jit_compile=True),
           "keras-hub-nojit": lambda b: keras_hub_step(b, jit_compile=False),
           "tfbert-stock-attention": _traced_with_stock("attention", tfbert_step),
+          "tfbert-nojit-stock-attention": _traced_with_stock(
+              "attention", lambda b: tfbert_step(b, jit_compile=False)),
           "tfbert-stock-dropout": _traced_with_stock("dropout", tfbert_step),
           "tfbert-keras-adamw": lambda b: tfbert_step(b, keras_adamw=True),
           "tfbert-stock-dropout-keras-adamw": _traced_with_stock(
               "dropout", lambda b: tfbert_step(b, keras_adamw=True)),
           "tfbert-jit-stock-dropout": _traced_with_stock(
               "dropout", lambda b: tfbert_step(b, jit_compile=True)),
+          "tfbert-nojit-stock-dropout": _traced_with_stock(
+              "dropout", lambda b: tfbert_step(b, jit_compile=False)),
+          "tfbert-nojit-keras-adamw": lambda b: tfbert_step(b, jit_compile=False,
+                                                            keras_adamw=True),
+          "tfbert-nojit-stock-dropout-keras-adamw": _traced_with_stock(
+              "dropout", lambda b: tfbert_step(b, jit_compile=False, keras_adamw=True)),
           "tfbert-full-last-layer": _traced_with_stock("last-layer", tfbert_step),
           "tfbert-nojit-full-last-layer": _traced_with_stock(
               "last-layer", lambda b: tfbert_step(b, jit_compile=False)),
@@ -95,8 +102,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--systems", default="tfbert,keras-hub")
+    parser.add_argument("--systems", default="tfbert,keras-hub",
+                        help=f"comma-separated, from: {', '.join(MAKERS)}")
     args = parser.parse_args()
+    unknown = sorted(set(args.systems.split(",")) - set(MAKERS))
+    if unknown:
+        parser.error(f"unknown systems {unknown}")
     batch = synthetic_batch()
     steps = {}
     for name in args.systems.split(","):

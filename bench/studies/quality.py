@@ -9,9 +9,9 @@ NER (People's Daily, test split), entity-level F1: random init versus pretrained
 Both BERT runs of a task use the same model shape (the pretrained checkpoint's config.json),
 vocab, hyperparameters and seed; only the initial weights differ.
 
-    python run_pretraining.py                # writes output/pretrain_default/model
-    python bench/quality.py                  # everything (hours on 2 CPU cores)
-    python bench/quality.py --only baseline  # the TF-IDF baseline only (about a minute)
+    python run_pretraining.py                          # writes output/pretrain_default/model
+    python -m bench.studies.quality                    # everything (hours on 2 CPU cores)
+    python -m bench.studies.quality --only baseline    # the TF-IDF baseline only (a minute)
 
 Writes OUTPUT_DIR/quality.json and OUTPUT_DIR/quality.md (a table).
 """
@@ -22,14 +22,11 @@ import argparse
 import json
 import logging
 import os
-import sys
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tfbert.data import classification as cls_data  # noqa: E402
-from tfbert.evaluation.classification import classification_metrics  # noqa: E402
+from tfbert.data import classification as cls_data
+from tfbert.evaluation.classification import classification_metrics
 
 logger = logging.getLogger("quality")
 
