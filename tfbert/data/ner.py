@@ -11,6 +11,11 @@ entities with character offsets into the text.
 Counted, never silently dropped: sentences cut at max_seq_length (and the entities they lose),
 and tokens no word piece starts in (a piece spanning several characters, or characters the
 tokenizer removes).
+
+CoNLL files are read through `tfbert.textfiles`: UTF-8 unless `encoding` names another
+(gb18030, ...), a byte-order mark dropped (left in, it would glue itself to the first token),
+and any byte that does not decode an error naming the file, line, byte offset and the
+`--input_encoding` to pass.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from tfbert import textfiles
 from tfbert.data import corpora
+from tfbert.errors import UserError
 from tfbert.evaluation.ner import PREFIXES, get_entities, split_tag
 
 logger = logging.getLogger(__name__)
@@ -65,7 +72,8 @@ class NerExample:
 # --- readers ----------------------------------------------------------------------------------
 
 
-def read_conll(path: str, separator: str = " ") -> list[NerExample]:
+def read_conll(path: str, separator: str = " ",
+               encoding: str = textfiles.DEFAULT_ENCODING) -> list[NerExample]:
     """Reads a CoNLL-style file: one `token<TAB>tag` per line, a blank line between sentences.
 
     Extra middle columns (CoNLL-2003's POS and chunk tags) are allowed: the first column is the
@@ -75,8 +83,13 @@ def read_conll(path: str, separator: str = " ") -> list[NerExample]:
         path: str. The file.
         separator: str. Joins tokens into the sentence text: " " for words, "" for files with one
             Chinese character per line.
+        encoding: str. The file's text encoding (`--input_encoding`).
+
+    Raises:
+        UserError: a malformed line or undecodable bytes (the message names the file and line).
+        FileNotFoundError: no such file.
     """
-    if not os.path.exists(path):
+    if "://" not in path and not os.path.exists(path):
         raise FileNotFoundError(f"NER data file not found: {path}")
     examples: list[NerExample] = []
     tokens: list[str] = []
@@ -90,29 +103,28 @@ def read_conll(path: str, separator: str = " ") -> list[NerExample]:
             tokens.clear()
             tags.clear()
 
-    with open(path, encoding="utf-8") as f:
-        for line_number, raw in enumerate(f, start=1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                flush()
-                continue
-            fields = line.split("\t") if "\t" in line else line.split()
-            if fields[0].startswith("-DOCSTART-"):
-                flush()
-                continue
-            if len(fields) < 2 or not fields[0].strip():
-                raise ValueError(f"{path}:{line_number}: expected 'token<TAB>tag', got {line!r}")
-            try:
-                split_tag(fields[-1].strip())
-            except ValueError as e:
-                raise ValueError(f"{path}:{line_number}: {e}") from None
-            if not tokens:
-                first_line = line_number
-            tokens.append(fields[0].strip())
-            tags.append(fields[-1].strip())
+    for line_number, raw in enumerate(textfiles.read_lines(path, encoding), start=1):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            flush()
+            continue
+        fields = line.split("\t") if "\t" in line else line.split()
+        if fields[0].startswith("-DOCSTART-"):
+            flush()
+            continue
+        if len(fields) < 2 or not fields[0].strip():
+            raise UserError(f"{path}:{line_number}: expected 'token<TAB>tag', got {line!r}")
+        try:
+            split_tag(fields[-1].strip())
+        except ValueError as e:
+            raise UserError(f"{path}:{line_number}: {e}") from None
+        if not tokens:
+            first_line = line_number
+        tokens.append(fields[0].strip())
+        tags.append(fields[-1].strip())
     flush()
     if not examples:
-        raise ValueError(f"{path}: no sentences")
+        raise UserError(f"{path}: no sentences")
     return examples
 
 

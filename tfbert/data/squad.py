@@ -49,7 +49,9 @@ from typing import Any
 
 import numpy as np
 
+from tfbert import textfiles
 from tfbert.data import corpora
+from tfbert.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +131,8 @@ def _locate_answer(context: str, text: str, answer_start: int) -> int | None:
     return min(starts, key=lambda s: (abs(s - answer_start), s))
 
 
-def read_squad_json(path: str, on_bad_answer: str = "warn") -> SquadData:
+def read_squad_json(path: str, on_bad_answer: str = "warn",
+                    encoding: str = textfiles.DEFAULT_ENCODING) -> SquadData:
     """Reads a SQuAD v1.1 / v2.0 (or CMRC2018) JSON file.
 
     Args:
@@ -138,21 +141,29 @@ def read_squad_json(path: str, on_bad_answer: str = "warn") -> SquadData:
         on_bad_answer: str. "error": an answer whose text is not at its answer_start raises a
             ValueError naming the file and question id. "warn": such answers are repaired or
             marked untrainable and counted in `SquadData.problems` (see the module docstring).
+        encoding: str. The file's text encoding (`--input_encoding`). The file is read through
+            `tfbert.textfiles`: a byte-order mark is dropped, and any byte that does not decode
+            is an error naming the line, byte offset and flag to pass.
 
     Returns:
         SquadData with the examples in file order.
+
+    Raises:
+        UserError: undecodable bytes, invalid JSON (named by line and column), a malformed
+            structure, or (with on_bad_answer="error") an answer not at its answer_start.
+        FileNotFoundError: no such file.
     """
     if on_bad_answer not in ON_BAD_ANSWER:
-        raise ValueError(f"on_bad_answer must be one of {ON_BAD_ANSWER}, got {on_bad_answer!r}")
-    if not os.path.exists(path):
+        raise UserError(f"on_bad_answer must be one of {ON_BAD_ANSWER}, got {on_bad_answer!r}")
+    if "://" not in path and not os.path.exists(path):
         raise FileNotFoundError(f"SQuAD file {path!r} does not exist")
-    with open(path, encoding="utf-8") as f:
-        try:
-            payload = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from e
+    try:
+        payload = json.loads(textfiles.read_text(path, encoding))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at line {e.lineno} column "
+                        f"{e.colno})") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
-        raise ValueError(f"{path}: expected a SQuAD JSON object with a 'data' list at the top")
+        raise UserError(f"{path}: expected a SQuAD JSON object with a 'data' list at the top")
 
     examples: list[QAExample] = []
     problems: dict[str, list[str]] = collections.defaultdict(list)
@@ -161,13 +172,13 @@ def read_squad_json(path: str, on_bad_answer: str = "warn") -> SquadData:
         for p, paragraph in enumerate(article.get("paragraphs", [])):
             where = f"{path}: data[{a}].paragraphs[{p}]"
             if "context" not in paragraph or "qas" not in paragraph:
-                raise ValueError(f"{where} needs 'context' and 'qas'")
+                raise UserError(f"{where} needs 'context' and 'qas'")
             context = paragraph["context"]
             for qa in paragraph["qas"]:
                 example = _read_question(qa, context, article.get("title", ""), where,
                                          on_bad_answer, problems)
                 if example.qas_id in seen_ids:
-                    raise ValueError(f"{where}: question id {example.qas_id!r} appears twice")
+                    raise UserError(f"{where}: question id {example.qas_id!r} appears twice")
                 seen_ids.add(example.qas_id)
                 examples.append(example)
     for kind, ids in problems.items():
@@ -181,14 +192,14 @@ def _read_question(qa: dict, context: str, title: str, where: str, on_bad_answer
                    problems: dict[str, list[str]]) -> QAExample:
     for key in ("id", "question"):
         if key not in qa:
-            raise ValueError(f"{where}: a question has no {key!r} field: {str(qa)[:200]}")
+            raise UserError(f"{where}: a question has no {key!r} field: {str(qa)[:200]}")
     qas_id = str(qa["id"]).strip()
     is_impossible = bool(qa.get("is_impossible", False))
     answers = [] if is_impossible else [dict(x) for x in qa.get("answers", [])]
     trainable = True
     for i, answer in enumerate(answers):
         if "text" not in answer or "answer_start" not in answer:
-            raise ValueError(f"{where}: question {qas_id!r} answer {i} needs 'text' and "
+            raise UserError(f"{where}: question {qas_id!r} answer {i} needs 'text' and "
                              f"'answer_start', got {answer}")
         text, start = answer["text"], int(answer["answer_start"])
         answer["answer_start"] = start
@@ -201,7 +212,7 @@ def _read_question(qa: dict, context: str, title: str, where: str, on_bad_answer
         if on_bad_answer == "error":
             hint = (f"; it occurs at {found}" if found is not None
                     else "; the text does not occur in the context")
-            raise ValueError(message + hint + " (on_bad_answer='warn' repairs or skips it)")
+            raise UserError(message + hint + " (on_bad_answer='warn' repairs or skips it)")
         if found is not None:
             answer["answer_start"] = found
             kind = "repaired_answer"

@@ -3,6 +3,10 @@
 BERT's special tokens must all be present; their ids come from the file, so both Google's layout
 ([PAD]=0, [UNK]=100, [CLS]=101, ...) and a compact one ([PAD], [UNK], [CLS], [SEP], [MASK] first)
 work.
+
+The file is read through `tfbert.textfiles`: UTF-8 unless `encoding` says otherwise, a
+byte-order mark dropped (left in, it would glue itself to the first token), and any byte that
+does not decode an error naming the line.
 """
 
 from __future__ import annotations
@@ -10,29 +14,33 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from tfbert import textfiles
+from tfbert.errors import UserError
+
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 
 
-def load_vocab(path: str) -> list[str]:
+def load_vocab(path: str, encoding: str = textfiles.DEFAULT_ENCODING) -> list[str]:
     """Reads a vocab file and checks it.
 
     Lines keep everything but the line break (as `tokenizers` and `transformers` read them).
 
     Args:
-        path: str. vocab.txt, UTF-8, one token per line.
+        path: str. vocab.txt, one token per line (local or a `tf.io.gfile` path).
+        encoding: str. Its text encoding.
 
     Returns:
         The tokens in id order.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: a special token is missing, or a token is empty or repeated.
+        UserError: undecodable bytes, a special token is missing, or a token is empty or
+            repeated.
     """
-    if not os.path.exists(path):
+    if "://" not in path and not os.path.exists(path):
         raise FileNotFoundError(f"vocab file {path!r} does not exist")
-    with open(path, encoding="utf-8") as f:
-        tokens = [line.rstrip("\r\n") for line in f]
+    tokens = [line.rstrip("\r\n") for line in textfiles.read_lines(path, encoding)]
     return check_vocab(tokens, source=path)
 
 
@@ -50,14 +58,14 @@ def check_vocab(tokens: Sequence[str], source: str = "vocab") -> list[str]:
     seen: dict[str, int] = {}
     for i, token in enumerate(tokens):
         if not token:
-            raise ValueError(f"{source}: line {i + 1} is an empty token")
+            raise UserError(f"{source}: line {i + 1} is an empty token")
         if token in seen:
-            raise ValueError(f"{source}: token {token!r} appears twice, on lines "
+            raise UserError(f"{source}: token {token!r} appears twice, on lines "
                              f"{seen[token] + 1} and {i + 1}")
         seen[token] = i
     missing = [t for t in SPECIAL_TOKENS if t not in seen]
     if missing:
-        raise ValueError(f"{source} has no {', '.join(missing)} (a BERT vocab needs all of "
+        raise UserError(f"{source} has no {', '.join(missing)} (a BERT vocab needs all of "
                          f"{', '.join(SPECIAL_TOKENS)}); {len(tokens)} tokens, first ones: "
                          f"{tokens[:5]}")
     return tokens

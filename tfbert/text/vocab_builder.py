@@ -17,6 +17,11 @@ Chinese text yields far fewer pieces than BERT's 21,128 slots (one character is 
 remaining slots go to the characters of GB2312 (the 6,763 common hanzi), then of GBK, then of the
 CJK Unified Ideographs block, so held-out text rarely meets [UNK]; a corpus with little CJK text
 gets further [unusedN] slots instead.
+
+Input files are read through `tfbert.textfiles` as the pretraining corpus is: UTF-8 unless
+`encoding` names another (gb18030, ...), a BOM dropped, and a line with undecodable bytes dropped
+and counted (`lines_skipped` in the summary) while such lines stay within one in 10,000 of a
+file's lines; beyond that it is an error naming the file, line, byte offset and the flag to pass.
 """
 
 from __future__ import annotations
@@ -25,11 +30,12 @@ import collections
 import functools
 import heapq
 import logging
-import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from tfbert import fileio, textfiles
+from tfbert.errors import UserError
 from tfbert.text import vocab as vocab_lib
 
 logger = logging.getLogger(__name__)
@@ -204,15 +210,12 @@ def learn_wordpieces(word_counts: dict[str, int], budget: int,
 
 
 def write_vocab(tokens: Sequence[str], path: str) -> None:
-    """Writes one token per line (UTF-8), after checking the vocab."""
+    """Writes one token per line (UTF-8), after checking the vocab, atomically."""
     tokens = vocab_lib.check_vocab(tokens, source=path)
     bad = [t for t in tokens if "\n" in t or "\r" in t]
     if bad:
         raise ValueError(f"tokens with line breaks cannot be written to {path}: {bad[:3]}")
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(tokens) + "\n")
+    fileio.write_text(path, "\n".join(tokens) + "\n")  # temp + rename: never half a vocab
 
 
 def unk_rate(vocab_file: str, texts: Sequence[str], lower_case: bool = True,
@@ -238,27 +241,49 @@ def unk_rate(vocab_file: str, texts: Sequence[str], lower_case: bool = True,
             "lines": len(texts)}
 
 
-def read_text_files(patterns: str | Sequence[str]) -> Iterator[str]:
-    """Non-empty lines of the files matching comma-separated glob patterns (tf.io.gfile)."""
+def read_text_files(patterns: str | Sequence[str], encoding: str = textfiles.DEFAULT_ENCODING,
+                    max_bad_fraction: float = textfiles.CORPUS_MAX_BAD_FRACTION,
+                    on_skip: Callable[[str, int, str], None] | None = None) -> Iterator[str]:
+    """Non-empty lines (stripped) of the files matching comma-separated glob patterns.
+
+    Args:
+        patterns: str or sequence of str. Globs (local or `tf.io.gfile` paths); each must match.
+        encoding: str. The files' text encoding.
+        max_bad_fraction: float. Share of a file's lines that may be dropped for undecodable
+            bytes (see `tfbert.textfiles.read_lines`).
+        on_skip: optional callback (path, line number, message) for each dropped line; without
+            it each file with dropped lines logs one warning.
+
+    Raises:
+        FileNotFoundError: a pattern that matches no file.
+        TextDecodeError: undecodable bytes beyond `max_bad_fraction`.
+    """
     import tensorflow as tf
 
+    textfiles.check_encoding(encoding)
     if isinstance(patterns, str):
-        patterns = [p for p in patterns.split(",") if p]
-    files = sorted({f for p in patterns for f in tf.io.gfile.glob(p)})
+        patterns = [p for p in patterns.split(",") if p.strip()]
+    files: set[str] = set()
+    for pattern in (p.strip() for p in patterns):
+        matched = tf.io.gfile.glob(pattern)
+        if not matched:
+            raise FileNotFoundError(f"no file matches {pattern!r}")
+        files.update(matched)
     if not files:
         raise FileNotFoundError(f"no file matches {list(patterns)}")
-    for name in files:
-        with tf.io.gfile.GFile(name, "r") as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    yield line
+    for name in sorted(files):
+        skip = None if on_skip is None else functools.partial(on_skip, name)
+        for line in textfiles.read_lines(name, encoding, max_bad_fraction, skip):
+            line = line.strip()
+            if line:
+                yield line
 
 
 def build_vocab_file(vocab_file: str, input_file: str | Sequence[str] | None = None,
                      vocab_size: int = DEFAULT_VOCAB_SIZE, lower_case: bool = True,
                      holdout_fraction: float = 0.1, show_progress: bool = True,
-                     **kwargs: Any) -> dict[str, Any]:
+                     encoding: str = textfiles.DEFAULT_ENCODING, **kwargs: Any
+                     ) -> dict[str, Any]:
     """Builds and writes a vocab from text files (or the built-in Chinese corpus), holding out
     a slice of the lines to measure the [UNK] rate.
 
@@ -272,20 +297,34 @@ def build_vocab_file(vocab_file: str, input_file: str | Sequence[str] | None = N
             `corpora.stable_split` does for "test") kept out of training and used to measure
             the [UNK] rate.
         show_progress: bool. Progress bar.
+        encoding: str. Text encoding of the input files (`--input_encoding`).
         **kwargs: more `build_vocab` arguments (min_frequency, num_unused, cjk_fill).
 
     Returns:
-        A summary dict: vocab_file, vocab_size, lines_train, lines_heldout, heldout_unk_rate,
-        heldout_tokens, cjk_chars, pieces (tokens of 2+ characters), unused_slots.
+        A summary dict: vocab_file, vocab_size, lines_train, lines_heldout, lines_skipped
+        (dropped for undecodable bytes), heldout_unk_rate, heldout_tokens, cjk_chars, pieces
+        (tokens of 2+ characters), unused_slots.
+
+    Raises:
+        UserError: no text, an unknown encoding, undecodable bytes beyond one line in 10,000.
+        FileNotFoundError: a pattern that matches no file.
     """
     from tfbert.data import corpora
 
+    skipped: list[tuple[str, int, str]] = []
     if input_file is None:
         lines = list(corpora.iter_chinese_text())
         source = "the built-in Chinese corpus"
     else:
-        lines = list(read_text_files(input_file))
-        source = str(input_file)
+        source = input_file if isinstance(input_file, str) else ",".join(input_file)
+        lines = list(read_text_files(input_file, encoding,
+                                     on_skip=lambda *where: skipped.append(where)))
+    if skipped:
+        logger.warning("skipped %d line(s) with undecodable bytes (first: %s)", len(skipped),
+                       skipped[0][2])
+    if not lines:
+        raise UserError(f"{source}: no text (every line is blank); expected one sentence per "
+                        "line")
     train, heldout = [], []
     for line in lines:
         split = corpora.stable_split(line, dev_fraction=0.0, test_fraction=holdout_fraction)
@@ -301,6 +340,7 @@ def build_vocab_file(vocab_file: str, input_file: str | Sequence[str] | None = N
         "vocab_size": len(tokens),
         "lines_train": len(train),
         "lines_heldout": len(heldout),
+        "lines_skipped": len(skipped),
         "heldout_unk_rate": stats.get("unk_rate"),
         "heldout_tokens": stats.get("tokens"),
         "cjk_chars": sum(1 for t in tokens if len(t) == 1 and _is_cjk(t)),
