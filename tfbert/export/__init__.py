@@ -1,13 +1,14 @@
 """Export: SavedModel for TF Serving (raw text in), serving-op check, TFLite.
 
-    python -m tfbert.export --model_dir=DIR --export_dir=saved_models/NAME/1 \
-        [--tflite=float32,float16,int8]
+    python -m tfbert.export --model_dir=DIR --export_dir=saved_models/NAME \
+        [--tflite=float32,float16,int8] [--overwrite]
     python -m tfbert.export.check_serving saved_models/NAME/1
 
 Library entry point: `export_model(model_dir, export_dir, tflite=(...)) -> dict`.
-Modules: `saved_model` (signatures), `check_serving` (ops vs TF Serving releases),
-`tflite` (ids-in and text-in .tflite files), `tf_text_ops` / `tf_core_ops` (op registries of
-the TF Serving releases, measured). Heavy imports happen inside the functions.
+Modules: `saved_model` (signatures), `layout` (which version folder an export writes, what it
+may replace, kill-safe writing), `check_serving` (ops vs TF Serving releases), `tflite` (ids-in
+and text-in .tflite files), `tf_text_ops` / `tf_core_ops` (op registries of the TF Serving
+releases, measured). Heavy imports happen inside the functions.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import logging
 import os
 from collections.abc import Sequence
 from typing import Any
+
+from tfbert.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -57,27 +60,27 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
         raise FileNotFoundError(f"{model_dir}: no vocab.txt; the export puts the tokenizer in "
                                 "the graph and needs the model's vocab")
     if dtype not in DTYPES:
-        raise ValueError(f"export dtype {dtype!r} is not one of {DTYPES}")
+        raise UserError(f"export dtype {dtype!r} is not one of {DTYPES}")
     fmt = checkpoints.detect_format(model_dir)
     if fmt == "tfbert":
         metadata = checkpoints.read_metadata(model_dir)
         model = checkpoints.load_model(model_dir, dtype=None if dtype == "float32" else dtype)
     elif dtype != "float32":
-        raise ValueError(f"{model_dir}: a {dtype} export needs a model directory in tfbert's "
-                         f"format (this one is {fmt}); save it with tfbert.save_pretrained first")
+        raise UserError(f"{model_dir}: a {dtype} export needs a model directory in tfbert's "
+                        f"format (this one is {fmt}); save it with tfbert.save_pretrained first")
     else:
         metadata = {}
         model = checkpoints.from_pretrained(model_dir)
     class_name = type(model).__name__
     if class_name not in _TASK_OF_CLASS:
-        raise ValueError(f"{model_dir}: cannot export a {class_name}; expected one of "
-                         f"{sorted(_TASK_OF_CLASS)}")
+        raise UserError(f"{model_dir}: cannot export a {class_name}; expected one of "
+                        f"{sorted(_TASK_OF_CLASS)}")
     task = _TASK_OF_CLASS[class_name]
     if class_name == "BertPretrainer":
         model = model.encoder
     if metadata.get("task") not in (None, task):
-        raise ValueError(f"{model_dir}: tfbert.json says task {metadata['task']!r} but the model "
-                         f"is a {class_name} ({task})")
+        raise UserError(f"{model_dir}: tfbert.json says task {metadata['task']!r} but the model "
+                        f"is a {class_name} ({task})")
     encoder_config = (model if task == "encoder" else model.encoder).config
     seq_length = max_seq_length or metadata.get("max_seq_length")
     if seq_length is None:
@@ -85,14 +88,14 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
         logger.warning("%s has no max_seq_length in tfbert.json; exporting with %d",
                        model_dir, seq_length)
     if seq_length > encoder_config.max_position_embeddings:
-        raise ValueError(f"max_seq_length {seq_length} exceeds the model's "
-                         f"max_position_embeddings {encoder_config.max_position_embeddings}")
+        raise UserError(f"max_seq_length {seq_length} exceeds the model's "
+                        f"max_position_embeddings {encoder_config.max_position_embeddings}")
     labels = metadata.get("labels")
     if task == "classification" and not labels:
         labels = [str(i) for i in range(model.num_classes)]
     if task in ("classification", "ner") and len(labels) != model.num_classes:
-        raise ValueError(f"{model_dir}: {len(labels)} labels in tfbert.json for a model with "
-                         f"{model.num_classes} classes")
+        raise UserError(f"{model_dir}: {len(labels)} labels in tfbert.json for a model with "
+                        f"{model.num_classes} classes")
     lower_case = metadata.get("lower_case", encoder_config.lower_case)
     qa = {k: metadata[k] for k in ("max_query_length", "max_answer_length", "n_best_size",
                                    "version_2_with_negative", "null_score_diff_threshold")
@@ -109,12 +112,25 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
                  max_seq_length: int | None = None, pair: bool | None = None,
                  check: bool = True, dtype: str = "float32",
                  jit_compile: bool = False, trim_padding: bool = True,
-                 cpu_streams: int = 1) -> dict[str, Any]:
+                 cpu_streams: int = 1, overwrite: bool = False) -> dict[str, Any]:
     """Exports a model directory as a TF Serving SavedModel (and optionally TFLite files).
+
+    The export writes only what it owns (tfbert/export/layout.py). export_dir named by a number
+    (saved_models/NAME/3) is that version folder: written if new or empty, replaced only if it
+    holds a tfbert export (saved_model.pb and assets.extra/tfbert_export.json) and `overwrite`
+    is set, never if it holds anything else. Any other export_dir (saved_models/NAME) is the
+    model's base folder and the export becomes its next version, the highest numeric folder
+    there + 1 (1 when there is none); a base folder holding anything besides numeric version
+    folders and tflite/ (such as `.` or a fine-tuning run's folder) is an error. The version is
+    written to a temp folder beside it and renamed into place; an earlier version is swapped
+    out atomically, so a failure or kill leaves it whole. TFLite files already in tflite_dir are
+    replaced only with `overwrite` and only if tfbert wrote them (its tfbert_tflite.json there
+    lists them unchanged), or left alone when they hold the same bytes; other files there are
+    never touched. Every such refusal is a UserError raised before anything is written.
 
     Args:
         model_dir: str. See `load_for_export`.
-        export_dir: str. saved_models/NAME/VERSION; replaced if it exists.
+        export_dir: str. saved_models/NAME (adds the next version) or saved_models/NAME/VERSION.
         tflite: sequence of "float32", "float16", "int8". TFLite files to write (none: skip).
         tflite_dir: str or None. Where .tflite files go; default saved_models/NAME/tflite
             (beside the version directories, which TF Serving ignores).
@@ -131,25 +147,42 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
             (rounded up to a multiple of 16); see ExportSpec.trim_padding.
         cpu_streams: int. Cut each block into this many streams for CPU serving with one
             intra-op and `cpu_streams` inter-op threads; see ExportSpec.cpu_streams.
+        overwrite: bool. Replace an earlier tfbert export in the version folder, and TFLite
+            files that tfbert wrote.
 
     Returns:
-        {"export_dir", "task", "max_seq_length", "signatures": {name: {"inputs", "outputs"}},
+        {"export_dir" (the version folder written), "version" (its number), "replaced"
+         (it held an earlier export), "task", "max_seq_length",
+         "signatures": {name: {"inputs", "outputs"}},
          "serving_check": {"ok", "non_core_ops", "problems", "report"} (when check),
          "tflite": {file name: {"path", "bytes", "latency_ms", ...}} (when tflite)}.
 
     Example:
-    >>> export_model("output/sentiment/model", "saved_models/sentiment/1",
-    ...              tflite=("float32", "int8"))  # doctest: +SKIP
+    >>> export_model("output/sentiment/model", "saved_models/sentiment",
+    ...              tflite=("float32", "int8"))["export_dir"]  # doctest: +SKIP
+    'saved_models/sentiment/1'
     """
+    from tfbert.export.layout import is_tfbert_export, version_folder
     from tfbert.export.saved_model import export_saved_model, signature_summary
 
     model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair, dtype)
     spec = dataclasses.replace(spec, jit_compile=jit_compile, trim_padding=trim_padding,
                                cpu_streams=cpu_streams)  # (replace validates them)
-    module = export_saved_model(model, export_dir, vocab_file, spec,
-                                metadata={"source": os.path.abspath(model_dir), "dtype": dtype})
+    version_dir = version_folder(export_dir, overwrite)  # refuses before anything is written
+    replaced = is_tfbert_export(version_dir)
+    if tflite_dir is None:
+        tflite_dir = os.path.join(os.path.dirname(version_dir), "tflite")
+    kinds = ("ids", "text") if text_tflite else ("ids",)
+    if tflite:
+        from tfbert.export.tflite import check_tflite_dir
+
+        check_tflite_dir(tflite_dir, vocab_file, tuple(tflite), kinds, overwrite)
+    module, version_dir = export_saved_model(
+        model, version_dir, vocab_file, spec, overwrite=overwrite,
+        metadata={"source": os.path.abspath(model_dir), "dtype": dtype})
     result: dict[str, Any] = {
-        "export_dir": export_dir, "task": spec.task, "max_seq_length": spec.seq_length,
+        "export_dir": version_dir, "version": int(os.path.basename(version_dir)),
+        "replaced": replaced, "task": spec.task, "max_seq_length": spec.seq_length,
         "dtype": dtype, "cpu_streams": cpu_streams,
         "signatures": signature_summary({
             "serving_default": module.serve_text.get_concrete_function(),
@@ -157,7 +190,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     if check:
         from tfbert.export.check_serving import check_saved_model
 
-        report = check_saved_model(export_dir)
+        report = check_saved_model(version_dir)
         result["serving_check"] = {"ok": report.ok, "non_core_ops": report.non_core_ops,
                                    "problems": report.problems, "warnings": report.warnings,
                                    "report": report.format()}
@@ -168,8 +201,6 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
 
         if dtype != "float32":
             model = load_for_export(model_dir, max_seq_length, pair)[0]
-        if tflite_dir is None:
-            tflite_dir = os.path.join(os.path.dirname(os.path.normpath(export_dir)), "tflite")
         result["tflite"] = export_tflite(model, spec, vocab_file, tflite_dir, tuple(tflite),
-                                         kinds=("ids", "text") if text_tflite else ("ids",))
+                                         kinds=kinds, overwrite=overwrite)
     return result

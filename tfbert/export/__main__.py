@@ -1,7 +1,9 @@
-"""python -m tfbert.export --model_dir=DIR --export_dir=saved_models/NAME/VERSION [--tflite=...]
+"""python -m tfbert.export --model_dir=DIR --export_dir=saved_models/NAME [--tflite=...]
 
-Writes a TF Serving SavedModel (raw text in), checks its ops against TF Serving 2.12 and 2.20,
-and optionally writes TFLite files (sizes and batch-1 latencies are printed).
+Writes a TF Serving SavedModel (raw text in) as the next version of saved_models/NAME (or into
+saved_models/NAME/VERSION), checks its ops against TF Serving 2.12 and 2.20, and optionally
+writes TFLite files (sizes and batch-1 latencies are printed). It writes only what it owns: an
+earlier export is replaced only with --overwrite, anything else in the way is an error (exit 2).
 """
 
 from __future__ import annotations
@@ -11,15 +13,28 @@ import json
 import logging
 import sys
 
+from tfbert.errors import run_cli
 from tfbert.export import export_model
+
+PROG = "python -m tfbert.export"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfbert.export", description=__doc__)
+    """The command line; a user's mistake is one line on stderr and exit status 2."""
+    return run_cli(_main, argv, prog=PROG)
+
+
+def _main(argv: list[str] | None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
     parser.add_argument("--model_dir", required=True,
                         help="fine-tuned or pretrained model directory (with vocab.txt)")
     parser.add_argument("--export_dir", required=True,
-                        help="SavedModel version directory, e.g. saved_models/sentiment/1")
+                        help="the model's folder, e.g. saved_models/sentiment (the export "
+                             "becomes its next version), or a version folder in it, e.g. "
+                             "saved_models/sentiment/1")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an earlier tfbert export in the version folder (and "
+                             "the TFLite files tfbert wrote)")
     parser.add_argument("--tflite", default="",
                         help="comma-separated quantizations: float32,float16,int8")
     parser.add_argument("--tflite_dir", default=None,
@@ -46,19 +61,18 @@ def main(argv: list[str] | None = None) -> int:
                              "threads (docs/serving.md); 1: the plain graph")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        result = export_model(
-            args.model_dir, args.export_dir,
-            tflite=tuple(q.strip() for q in args.tflite.split(",") if q.strip()),
-            tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
-            max_seq_length=args.max_seq_length, pair=args.pair, dtype=args.dtype,
-            jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding,
-            cpu_streams=args.cpu_streams)
-    except (ValueError, FileNotFoundError) as e:  # bad settings or model dir: say which
-        parser.error(str(e))
+    result = export_model(
+        args.model_dir, args.export_dir,
+        tflite=tuple(q.strip() for q in args.tflite.split(",") if q.strip()),
+        tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
+        max_seq_length=args.max_seq_length, pair=args.pair, dtype=args.dtype,
+        jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding,
+        cpu_streams=args.cpu_streams, overwrite=args.overwrite)
     out = sys.stdout
-    out.write(f"SavedModel: {result['export_dir']} (task {result['task']}, "
-              f"max_seq_length {result['max_seq_length']}, {result['dtype']})\n")
+    out.write(f"SavedModel: {result['export_dir']} (version {result['version']}"
+              f"{', replacing the earlier export' if result['replaced'] else ''}; task "
+              f"{result['task']}, max_seq_length {result['max_seq_length']}, "
+              f"{result['dtype']})\n")
     for name, sig in result["signatures"].items():
         out.write(f"  {name}: {', '.join(sig['inputs'])} -> {', '.join(sig['outputs'])}\n")
     if result["cpu_streams"] > 1:

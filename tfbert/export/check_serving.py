@@ -26,6 +26,7 @@ import json
 import os
 import sys
 
+from tfbert.errors import UserError, run_cli
 from tfbert.export.tf_core_ops import CHANGED_ATTRS, CORE_OPS
 from tfbert.export.tf_text_ops import ALL_TF_TEXT_OPS, TF_TEXT_OPS, tf_text_release_for_serving
 
@@ -213,6 +214,12 @@ def check_saved_model(export_dir: str,
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line; a user's mistake (no SavedModel there, an unknown version) is one line
+    on stderr and exit status 2."""
+    return run_cli(_main, argv, prog="python -m tfbert.export.check_serving")
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tfbert.export.check_serving",
         description="List a SavedModel's non-core ops and check TF Serving compatibility.")
@@ -221,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated TF Serving versions (2.12 ... 2.20)")
     args = parser.parse_args(argv)
     versions = tuple(v.strip() for v in args.serving_versions.split(",") if v.strip())
+    for version in versions:
+        try:
+            tf_text_release_for_serving(version)
+        except ValueError as e:
+            raise UserError(f"--serving_versions: {e}") from None
     report = check_saved_model(args.export_dir, versions)
     sys.stdout.write(report.format() + "\n")
     return 0 if report.ok else 1

@@ -39,20 +39,27 @@ window). Strings that are not valid UTF-8 are decoded with U+FFFD replacement fi
 and answer texts always refer to that (valid) string.
 The model runs only up to the batch's last attended position, rounded up to a multiple of 16
 (ExportSpec.trim_padding, on by default): per-position outputs read 0 past it.
+
+Both signatures check their inputs in the graph before anything else runs (TF Serving passes
+tensors of any shape through to the graph, and answers a failed check with INVALID_ARGUMENT and
+its message): `text` / `text_b` rank 1 and as many of each; input_ids in [0, vocab_size),
+segment_ids in [0, type_vocab_size), input_mask 0 or 1, all three of shape [B, T]. A message
+names the input and the bad value: "input_ids holds 99999, outside [0, 21128)".
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
-import shutil
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from tfbert.errors import UserError
+from tfbert.export.layout import EXPORT_RECORD, version_folder, write_version
+from tfbert.fileio import write_json
 from tfbert.layers.streams import split_streams, streamed
 
 logger = logging.getLogger(__name__)
@@ -115,21 +122,21 @@ class ExportSpec:
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
-            raise ValueError(f"saved_model.py: task {self.task!r} is not one of {TASKS}")
+            raise UserError(f"saved_model.py: task {self.task!r} is not one of {TASKS}")
         if (isinstance(self.cpu_streams, bool) or not isinstance(self.cpu_streams, int)
                 or self.cpu_streams < 1):
-            raise ValueError(f"saved_model.py: cpu_streams must be a positive int, "
-                             f"got {self.cpu_streams!r}")
+            raise UserError(f"saved_model.py: cpu_streams must be a positive int, "
+                            f"got {self.cpu_streams!r}")
         if self.seq_length < 3 or (self.task == "qa" and self.seq_length < 4):
-            raise ValueError(f"saved_model.py: max_seq_length {self.seq_length} is too short "
-                             f"for task {self.task!r}")
+            raise UserError(f"saved_model.py: max_seq_length {self.seq_length} is too short "
+                            f"for task {self.task!r}")
         if self.task in ("classification", "ner") and not self.labels:
-            raise ValueError(f"saved_model.py: task {self.task!r} needs its label names")
+            raise UserError(f"saved_model.py: task {self.task!r} needs its label names")
         if self.task == "ner":
             for tag in self.labels:
                 prefix, _, kind = tag.partition("-")
                 if tag != "O" and (prefix not in _TAG_PREFIXES or prefix == "O" or not kind):
-                    raise ValueError(f"saved_model.py: NER tag {tag!r} is not 'O' or B/I/E/S-TYPE")
+                    raise UserError(f"saved_model.py: NER tag {tag!r} is not 'O' or B/I/E/S-TYPE")
 
     @property
     def has_text_b(self) -> bool:
@@ -164,8 +171,8 @@ class BertServingModule(tf.Module):
         # is also what lets tf.lite find them as variables.
         # With cpu_streams the blocks' kernels are saved cut per stream instead (streams.py).
         if spec.cpu_streams > 1 and spec.jit_compile:
-            raise ValueError("saved_model.py: cpu_streams > 1 runs TensorFlow's graph on "
-                             "inter-op threads; it does not combine with jit_compile")
+            raise UserError("saved_model.py: cpu_streams > 1 runs TensorFlow's graph on "
+                            "inter-op threads; it does not combine with jit_compile")
         blocks = split_streams(model, spec.cpu_streams) if spec.cpu_streams > 1 else []
         replaced = {id(v) for block in blocks for v in block.replaced}
         self._model_variables = [v.value for v in model.variables if id(v) not in replaced]
@@ -183,8 +190,11 @@ class BertServingModule(tf.Module):
             else forward
         self._objects.packer = tfbert.BertPacker.from_tokenizer(self._objects.tokenizer,
                                                                 spec.seq_length)
+        self._objects.id_ranges = id_ranges(model, spec)
         vocab = self._objects.tokenizer.vocab
-        self._continuation = tf.constant([t.startswith("##") for t in vocab])  # [V]
+        continuation = [t.startswith("##") for t in vocab]  # ids past vocab.txt are no "##"
+        continuation += [False] * (self._objects.id_ranges["input_ids"] - len(continuation))
+        self._continuation = tf.constant(continuation)  # [V]
         labels = spec.labels or []
         self._label_names = tf.constant(labels or [""], tf.string)
         if spec.task == "ner":
@@ -212,10 +222,15 @@ class BertServingModule(tf.Module):
 
     def _serve_ids(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         inputs = {name: tf.cast(inputs[name], tf.int32) for name in ID_INPUTS}
+        inputs = enforce(inputs, id_input_checks(inputs, self._spec.seq_length,
+                                                 self._objects.id_ranges))
         return self._decode(inputs, self._run_model(inputs), chars=None)
 
     def _serve_text(self, text: tf.Tensor, text_b: tf.Tensor | None = None
                     ) -> dict[str, tf.Tensor]:
+        strings = {"text": text} if text_b is None else {"text": text, "text_b": text_b}
+        strings = enforce(strings, text_input_checks(strings))
+        text, text_b = strings["text"], strings.get("text_b")
         text = _valid_utf8(text)
         text_b = None if text_b is None else _valid_utf8(text_b)
         inputs, chars = self._preprocess(text, text_b)
@@ -251,12 +266,7 @@ class BertServingModule(tf.Module):
             packed = self._objects.packer(ids_a)  # [B, (P)] -> [B, T]
             return packed, self._char_spans(packed, (starts_a, ends_a), None)
         # One tokenizer call for both segments (half the graph): rows [0, B) are a, [B, 2B) b.
-        batch = tf.shape(text, out_type=tf.int64)[0]
-        check = tf.debugging.assert_equal(
-            batch, tf.shape(text_b, out_type=tf.int64)[0],
-            message="text and text_b must have the same number of strings")
-        with tf.control_dependencies([check]):
-            text = tf.identity(text)
+        batch = tf.shape(text, out_type=tf.int64)[0]  # as many as text_b (text_input_checks)
         both = self._objects.tokenizer.tokenize_with_offsets(tf.concat([text, text_b], 0))
         ids_a, starts_a, ends_a = (x[:batch] for x in both)
         ids_b, starts_b, ends_b = (x[batch:] for x in both)
@@ -404,6 +414,79 @@ class BertServingModule(tf.Module):
         return out
 
 
+# --- input checks ----------------------------------------------------------------------------
+
+# A check: (holds: bool scalar, message template with {} per value, values). The checks of a
+# stage run only after the previous stage's passed, so a bad shape is reported as such.
+Check = tuple[tf.Tensor, str, list[tf.Tensor]]
+
+
+def id_input_checks(inputs: dict[str, tf.Tensor], seq_length: int,
+                    ranges: dict[str, int]) -> list[list[Check]]:
+    """serve_ids' contract in two stages: shapes [B, T] alike, then values in range.
+
+    Args:
+        inputs: {"input_ids", "input_mask", "segment_ids": int32 tensors of any shape}.
+        seq_length: int. T.
+        ranges: {name: n}: the input's values must lie in [0, n) (vocab_size,
+            type_vocab_size, 2 for the mask).
+    """
+    shapes = []
+    for name in ID_INPUTS:
+        shape = tf.shape(inputs[name])
+        holds = tf.equal(_rank(inputs[name]), 2) & tf.reduce_all(
+            tf.equal(shape[1:], seq_length))  # (shape[1:] is empty below rank 2)
+        shapes.append((holds, f"{name} has shape {{}}, expected [B, {seq_length}]", [shape]))
+    sizes = [tf.size(inputs[name]) for name in ID_INPUTS]
+    shapes.append((tf.equal(sizes[0], sizes[1]) & tf.equal(sizes[0], sizes[2]),
+                   "input_ids, input_mask and segment_ids have shapes {}, {} and {}; they must "
+                   "have the same shape", [tf.shape(inputs[name]) for name in ID_INPUTS]))
+    values = []
+    for name in ("input_ids", "segment_ids", "input_mask"):
+        low, high = tf.reduce_min(inputs[name]), tf.reduce_max(inputs[name])  # (no error if empty)
+        n = ranges[name]
+        allowed = "not 0 or 1" if name == "input_mask" else f"outside [0, {n})"
+        values.append(((low >= 0) & (high < n), f"{name} holds {{}}, {allowed}",
+                       [tf.where(high >= n, high, low)]))
+    return [shapes, values]
+
+
+def id_ranges(model: Any, spec: ExportSpec) -> dict[str, int]:
+    """{input: n}: serve_ids' inputs take values in [0, n)."""
+    config = (model if spec.task == "encoder" else model.encoder).config
+    return {"input_ids": config.vocab_size, "segment_ids": config.type_vocab_size,
+            "input_mask": 2}
+
+
+def text_input_checks(strings: dict[str, tf.Tensor]) -> list[list[Check]]:
+    """serving_default's contract: `text` (and `text_b`) rank 1, as many of each."""
+    ranks = [(tf.equal(_rank(x), 1), f"{name} has shape {{}}, expected [B] (one string per "
+              "example)", [tf.shape(x)]) for name, x in strings.items()]
+    if "text_b" not in strings:
+        return [ranks]
+    a, b = tf.size(strings["text"]), tf.size(strings["text_b"])
+    return [ranks, [(tf.equal(a, b), "text has {} strings and text_b {}: text and text_b must "
+                     "have the same number of strings", [a, b])]]
+
+
+def _rank(x: tf.Tensor) -> tf.Tensor:
+    """The rank of the tensor fed, in the graph (tf.rank would read the signature's static rank,
+    which TF Serving does not enforce: it feeds tensors of any shape)."""
+    return tf.raw_ops.Rank(input=x)
+
+
+def enforce(tensors: dict[str, tf.Tensor], stages: list[list[Check]]) -> dict[str, tf.Tensor]:
+    """`tensors`, passed on only after every check held (tf.debugging.Assert, stage by stage);
+    a failed check raises InvalidArgumentError "assertion failed: [MESSAGE]"."""
+    asserts: list[tf.Operation] = []
+    for stage in stages:
+        with tf.control_dependencies(asserts):
+            asserts = [tf.debugging.Assert(holds, [tf.strings.format(message, values)])
+                       for holds, message, values in stage]
+    with tf.control_dependencies(asserts):
+        return {name: tf.identity(x) for name, x in tensors.items()}
+
+
 # --- graph helpers ---------------------------------------------------------------------------
 
 
@@ -499,35 +582,46 @@ def signature_summary(signatures: dict[str, Any]) -> dict[str, dict[str, list[st
 
 
 def export_saved_model(model: Any, export_dir: str, vocab_file: str, spec: ExportSpec,
-                       metadata: dict[str, Any] | None = None) -> BertServingModule:
+                       metadata: dict[str, Any] | None = None, overwrite: bool = False
+                       ) -> tuple[BertServingModule, str]:
     """Writes a TF Serving SavedModel with `serving_default` (text in) and `serve_ids`.
+
+    The folder rule (tfbert/export/layout.py): an export_dir named by a number is that version
+    folder, written if new or empty, replaced only if it holds a tfbert export and `overwrite`
+    is set, an error otherwise; any other export_dir is the model's base folder, and the export
+    becomes its next version (highest numeric folder + 1, or 1), an error if the folder holds
+    anything but numeric version folders and tflite/. The SavedModel and its
+    assets.extra/tfbert_export.json are written into a temp folder beside the version folder
+    and renamed into place, so a failure or kill leaves the previous version whole.
 
     Args:
         model: tfbert task model or BertEncoder.
-        export_dir: str. The version directory, e.g. saved_models/NAME/1 (replaced if it exists).
+        export_dir: str. saved_models/NAME/VERSION, or saved_models/NAME for its next version.
         vocab_file: str. vocab.txt of the model (stored as an asset).
         spec: ExportSpec. Task, sequence length, labels, decoding settings.
         metadata: dict or None. Extra facts for assets.extra/tfbert_export.json.
+        overwrite: bool. Replace an earlier tfbert export in the version folder.
 
     Returns:
-        The BertServingModule that was saved (its tf.functions run the same graph in-process).
+        (the BertServingModule that was saved, whose tf.functions run the same graph
+        in-process; the version folder written).
+
+    Raises:
+        UserError: export_dir holds something the rule does not let the export replace
+            (checked before anything is built or written).
     """
-    version = os.path.basename(os.path.normpath(export_dir))
-    if not version.isdigit():
-        logger.warning("export_dir %s does not end in a numeric version directory; TF Serving "
-                       "expects saved_models/NAME/VERSION (e.g. .../1)", export_dir)
+    version_dir = version_folder(export_dir, overwrite)
     module = BertServingModule(model, vocab_file, spec)
     signatures = {"serving_default": module.serve_text.get_concrete_function(),
                   "serve_ids": module.serve_ids.get_concrete_function()}
-    if os.path.exists(export_dir):
-        shutil.rmtree(export_dir)
-    tf.saved_model.save(module, export_dir, signatures=signatures)
-    extra = os.path.join(export_dir, "assets.extra")
-    os.makedirs(extra, exist_ok=True)
     record = {**dataclasses.asdict(spec), **(metadata or {}),
               "signatures": signature_summary(signatures)}
-    with open(os.path.join(extra, "tfbert_export.json"), "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2, ensure_ascii=False, sort_keys=True)
-    logger.info("wrote SavedModel %s (task %s, max_seq_length %d)", export_dir, spec.task,
+
+    def write(folder: str) -> None:
+        tf.saved_model.save(module, folder, signatures=signatures)
+        write_json(os.path.join(folder, EXPORT_RECORD), record)
+
+    write_version(version_dir, write, overwrite)
+    logger.info("wrote SavedModel %s (task %s, max_seq_length %d)", version_dir, spec.task,
                 spec.seq_length)
-    return module
+    return module, version_dir

@@ -7,10 +7,19 @@ int8 weights, float activations):
                          ops only, so it runs on any LiteRT runtime.
   model_text_{q}.tflite  inputs text (and text_b) tf.string [B]; tokenizes with TF Text's
                          FastBertTokenizer kernels (custom ops FastBertNormalize,
-                         FastWordpieceTokenizeWithOffsets, RaggedTensorToTensor), packs with
-                         builtin ops. Needs a runtime with TF Text's TFLite ops registered; in
+                         FastWordpieceTokenizeWithOffsets, RaggedTensorToTensor; and
+                         TFText>ByteSplitWithOffsets, TFText>ByteSplitByOffsets,
+                         TFText>NgramsStringJoin to drop invalid UTF-8), packs with builtin
+                         ops. Needs a runtime with TF Text's TFLite ops registered; in
                          Python: `tensorflow.lite.python.interpreter.InterpreterWithCustomOps(
                          custom_op_registerers=tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS)`.
+
+The ids model checks its inputs as the SavedModel does (saved_model.id_input_checks: ids,
+segment ids and mask in range, the three of one shape [B, T]), but TFLite has no Assert op, so a
+failed check cannot carry a message: it makes the interpreter fail in a GATHER ("gather index out
+of bounds ... (GATHER) failed to invoke"). In the text model TF Text's kernel checks the inputs'
+rank ("Input values shape must be rank 1"), and a text_b count unlike text's fails in the
+packer's GATHER ("input->dims->data[i] != positions->dims->data[i] ... failed to prepare").
 
 Outputs: classification logits [B, C], probabilities [B, C], label_ids [B]; ner logits
 [B, T, C], tag_ids [B, T]; qa start_logits/end_logits [B, T]; encoder pooled_output [B, H],
@@ -25,7 +34,10 @@ produce (they contain upper case or accents) are remapped to their normalized pi
 unreachable, and UPPER / Title variants of every piece are added and mapped back to the
 piece's id. What remains different from the reference: accents are kept (an uncased vocab
 sees "café", not "cafe"), mixed-case words ("iPhone"), control characters split words instead
-of vanishing, and the per-word limit counts 100 bytes instead of 100 characters.
+of vanishing, and the per-word limit counts 100 bytes instead of 100 characters. Invalid UTF-8
+is read as the reference reads it (each invalid byte sequence decoded as U+FFFD, which cleaning
+drops; U+FFFD in the text is dropped too): `drop_invalid_utf8` removes those bytes before
+tokenizing (TF Text's ByteSplitWithOffsets, ByteSplitByOffsets and NgramsStringJoin kernels).
 `measure_agreement` reports how often its ids equal the reference's. Measured on the built-in
 corpus (1,000 People's Daily lines + 1,000 reviews, max_seq_length 128): 100% of texts get the
 reference ids, with a character-level Chinese vocab and with MiniLM's uncased English vocab;
@@ -48,15 +60,94 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfbert.export.saved_model import ID_INPUTS, ExportSpec
+from tfbert.errors import UserError
+from tfbert.export.layout import claim_files, write_owned_file
+from tfbert.export.saved_model import ID_INPUTS, ExportSpec, id_input_checks, id_ranges
 
 logger = logging.getLogger(__name__)
 
 QUANTIZATIONS = ("float32", "float16", "int8")
+KINDS = ("ids", "text")
 # The custom ops the text model may contain: TF Text kernels in SELECT_TFTEXT_OPS.
 TEXT_MODEL_CUSTOM_OPS = frozenset({"FastBertNormalize", "FastWordpieceTokenizeWithOffsets",
-                                   "RaggedTensorToTensor"})
+                                   "RaggedTensorToTensor", "TFText>ByteSplitWithOffsets",
+                                   "TFText>ByteSplitByOffsets", "TFText>NgramsStringJoin"})
 MAX_BYTES_PER_WORD = 100  # the reference's 100 characters per word, counted in bytes here
+# Stretches of valid UTF-8 per text that drop_invalid_utf8 joins exactly; a text broken into
+# more keeps the invalid bytes after the 255th stretch (its words there read as [UNK]).
+UTF8_STRETCHES = 256
+
+
+# --- checks and cleaning in TFLite ops -------------------------------------------------------
+
+
+def _fail_unless(holds: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """x, or an interpreter error when `holds` is False: TFLite has no Assert op, so a failed
+    check reads element 1 of a 1-element table (GATHER: "gather index out of bounds")."""
+    return x + tf.gather(tf.zeros([1], x.dtype), tf.cast(tf.logical_not(holds), tf.int32))
+
+
+def _shifted(x: tf.Tensor, k: int, fill: Any) -> tf.Tensor:
+    """[B, N] -> [B, N]: x[:, i + k], `fill` where i + k is off the row."""
+    n = tf.shape(x)[1]
+    pad = tf.fill([tf.shape(x)[0], tf.minimum(abs(k), n)], fill)
+    if k > 0:
+        return tf.concat([x[:, k:], pad], 1)[:, :n]
+    return tf.concat([pad, x[:, :n + k]], 1)[:, :n]
+
+
+def drop_invalid_utf8(text: tf.Tensor) -> tf.Tensor:
+    """tf.string [B] -> [B]: the texts without invalid UTF-8 byte sequences and U+FFFD.
+
+    The reference tokenizer decodes invalid sequences as U+FFFD and its cleaning drops every
+    U+FFFD, so this is the text it tokenizes. Well-formed sequences are Unicode's Table 3-7
+    (no overlong forms, surrogates or code points past U+10FFFF). In TFLite-convertible ops: the
+    bytes are checked with builtin ops, and the stretches of kept bytes cut out
+    (ByteSplitByOffsets) and joined again (NgramsStringJoin over UTF8_STRETCHES slots).
+    """
+    import tensorflow_text as tf_text
+
+    splitter = tf_text.ByteSplitter()
+    x0 = tf.cast(splitter.split(text), tf.int32).to_tensor(default_value=-1)  # [B, N] bytes
+    x1, x2, x3 = (_shifted(x0, k, -1) for k in (1, 2, 3))
+    within = lambda x, low, high: (x >= low) & (x <= high)
+    tail = lambda x: within(x, 0x80, 0xBF)
+    two = within(x0, 0xC2, 0xDF) & tail(x1)
+    three = (((x0 == 0xE0) & within(x1, 0xA0, 0xBF)) | (within(x0, 0xE1, 0xEC) & tail(x1))
+             | ((x0 == 0xED) & within(x1, 0x80, 0x9F)) | (within(x0, 0xEE, 0xEF) & tail(x1))
+             ) & tail(x2) & ~((x0 == 0xEF) & (x1 == 0xBF) & (x2 == 0xBD))  # not U+FFFD
+    four = (((x0 == 0xF0) & within(x1, 0x90, 0xBF)) | (within(x0, 0xF1, 0xF3) & tail(x1))
+            | ((x0 == 0xF4) & within(x1, 0x80, 0x8F))) & tail(x2) & tail(x3)
+    # Length of the kept sequence starting at each byte (0: none). A byte inside a sequence is
+    # never the lead byte of another, so checking every position alone is exact.
+    length = tf.where(within(x0, 0, 0x7F), 1, tf.where(two, 2, tf.where(three, 3,
+                                                                          tf.where(four, 4, 0))))
+    keep = length > 0
+    for k in (1, 2, 3):
+        keep |= _shifted(length, -k, 0) > k  # [B, N]
+    first = keep & ~_shifted(keep, -1, False)  # first / last byte of a stretch
+    last = keep & ~_shifted(keep, 1, False)
+    batch, n, slots = tf.shape(x0)[0], tf.shape(x0)[1], UTF8_STRETCHES
+    slot = tf.minimum(tf.cumsum(tf.cast(first, tf.int32), axis=1) - 1, slots - 1)
+    segment = tf.range(batch)[:, None] * slots + slot  # [B, N]
+    pos = tf.range(n)[tf.newaxis, :] + tf.zeros_like(slot)
+    unused = batch * slots
+    starts = tf.math.unsorted_segment_min(tf.reshape(pos, [-1]), tf.reshape(
+        tf.where(first, segment, unused), [-1]), unused + 1)[:-1]
+    ends = tf.math.unsorted_segment_max(tf.reshape(pos + 1, [-1]), tf.reshape(
+        tf.where(last, segment, unused), [-1]), unused + 1)[:-1]
+    found = starts < ends  # an empty slot has start int32 max, end int32 min
+    starts = tf.reshape(tf.where(found, starts, 0), [batch, slots])
+    ends = tf.reshape(tf.where(found, ends, 0), [batch, slots])
+    stretches = splitter.split_by_offsets(text, starts, ends)  # [B, slots] strings
+    # The op behind tf_text.ngrams(STRING_JOIN), whose Python side would also build an unused
+    # sliding window of `slots` slices (seconds of tracing).
+    from tensorflow_text.python.ops.ngrams_op import gen_ngrams_op
+
+    joined, _ = gen_ngrams_op.tf_text_ngrams_string_join(
+        input_values=stretches.values, input_row_splits=[stretches.row_splits], width=slots,
+        axis=-1, string_separator="")
+    return joined  # [B]: one window of all the slots per text
 
 
 # --- the models to convert ---------------------------------------------------------------------
@@ -152,7 +243,7 @@ class _TextPacker(tf.Module):
 
     def _pieces(self, text: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """tf.string [B] -> ids [B, T] (first T pieces, padded) and piece counts [B]."""
-        ragged = self.fast.tokenize(text)  # [B, (P)] extended-vocab ids
+        ragged = self.fast.tokenize(drop_invalid_utf8(text))  # [B, (P)] extended-vocab ids
         ids = ragged.with_flat_values(tf.gather(self.remap, ragged.flat_values))
         splits = ids.row_splits
         lengths = tf.cast(splits[1:] - splits[:-1], tf.int32)  # [B]
@@ -167,7 +258,7 @@ class _TextPacker(tf.Module):
         if text_b is None:
             la = tf.minimum(la, t - 2)
         else:
-            b, lb = self._pieces(text_b)
+            b, lb = self._pieces(text_b)  # (a count unlike text's fails in GATHER below)
             budget = t - 3
             if self.spec.task == "qa":  # question first, cut; the context fills the rest
                 la = tf.minimum(la, self.spec.max_query_length)
@@ -191,7 +282,9 @@ class _TextPacker(tf.Module):
             ids = tf.where(in_b, from_b, ids)
             sep |= pos == la_ + lb_ + 2
             length += lb_ + 1
-            segment = tf.cast((pos >= la_ + 2) & (pos < length), tf.int32)
+            # (tf.where, not a cast of the bool: the converter turns that cast into an invalid
+            # zeros_like of bools inside the embedding lookup)
+            segment = tf.where((pos >= la_ + 2) & (pos < length), 1, 0)
         ids = tf.where(pos == 0, self.cls_id, tf.where(sep, self.sep_id, ids))
         mask = tf.cast(pos < length, tf.int32)
         return {"input_ids": ids, "input_mask": mask, "segment_ids": segment}
@@ -203,10 +296,14 @@ def _ids_module(model: Any, spec: ExportSpec) -> tf.Module:
     module._model_variables = [v.value for v in model.variables]
     specs = [tf.TensorSpec([None, spec.seq_length], tf.int32, name=n) for n in ID_INPUTS]
 
+    ranges = id_ranges(model, spec)
+
     @tf.function(input_signature=specs)
     def serve(input_ids, input_mask, segment_ids):
-        return _raw_outputs(model, spec, {"input_ids": input_ids, "input_mask": input_mask,
-                                          "segment_ids": segment_ids})
+        inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+        checks = id_input_checks(inputs, spec.seq_length, ranges)
+        holds = tf.reduce_all(tf.stack([check[0] for stage in checks for check in stage]))
+        return _raw_outputs(model, spec, {k: _fail_unless(holds, v) for k, v in inputs.items()})
 
     module.serve = serve
     return module
@@ -241,8 +338,8 @@ def convert(module: tf.Module, quantization: str, custom_ops: bool) -> bytes:
         custom_ops: bool. Allow custom ops (TF Text kernels); False = builtin ops only.
     """
     if quantization not in QUANTIZATIONS:
-        raise ValueError(f"tflite.py: quantization {quantization!r} is not one of "
-                         f"{QUANTIZATIONS}")
+        raise UserError(f"tflite.py: quantization {quantization!r} is not one of "
+                        f"{QUANTIZATIONS}")
     from tfbert.layers.graph_forms import stock_ops
 
     # keras's own ops, not the TensorFlow graph forms of the SavedModel (graph_forms.py): the
@@ -316,11 +413,44 @@ def _latency_ms(interpreter: Any, inputs: dict[str, np.ndarray], runs: int = 10)
     return float(np.median(times) * 1000)
 
 
+def tflite_file_names(quantizations: Sequence[str], kinds: Sequence[str] = KINDS) -> list[str]:
+    """The .tflite files export_tflite writes (UserError for an unknown quantization or kind)."""
+    unknown = [q for q in quantizations if q not in QUANTIZATIONS]
+    unknown += [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise UserError(f"tflite.py: unknown quantization(s)/kind(s) {unknown}; use "
+                        f"{QUANTIZATIONS} and {KINDS}")
+    return [f"model_{kind}_{q}.tflite" for kind in kinds for q in quantizations]
+
+
+def _vocab_bytes(vocab_file: str) -> bytes:
+    from tfbert.text.vocab import load_vocab
+
+    return ("\n".join(load_vocab(vocab_file)) + "\n").encode("utf-8")
+
+
+def check_tflite_dir(output_dir: str, vocab_file: str, quantizations: Sequence[str],
+                     kinds: Sequence[str] = KINDS, overwrite: bool = False) -> None:
+    """Raises UserError unless export_tflite may write its files into output_dir.
+
+    A file of the names it writes (vocab.txt, model_{kind}_{quantization}.tflite) that is
+    already there may hold the same bytes, or, with overwrite, be one that tfbert wrote
+    (layout.claim_files); other files in the folder are never touched.
+    """
+    names = tflite_file_names(quantizations, kinds)
+    claim_files(output_dir, {"vocab.txt": _vocab_bytes(vocab_file), **dict.fromkeys(names)},
+                overwrite)
+
+
 def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str,
                   quantizations: Sequence[str] = ("float32",),
-                  kinds: Sequence[str] = ("ids", "text"),
-                  sample_text: str = "今天天气很好，我们去公园散步。") -> dict[str, dict[str, Any]]:
+                  kinds: Sequence[str] = KINDS,
+                  sample_text: str = "今天天气很好，我们去公园散步。",
+                  overwrite: bool = False) -> dict[str, dict[str, Any]]:
     """Writes the ids-in and/or text-in TFLite models and measures them.
+
+    Every file is written atomically (a temp file renamed over it) and recorded in
+    output_dir/tfbert_tflite.json; see `check_tflite_dir` for what may be replaced.
 
     Args:
         model: tfbert task model or BertEncoder.
@@ -330,6 +460,7 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
         quantizations: sequence of "float32", "float16", "int8".
         kinds: sequence of "ids" (builtin ops only) and "text" (TF Text kernels).
         sample_text: str. Input of the latency measurement (batch 1).
+        overwrite: bool. Replace files of these names that tfbert wrote before.
 
     Returns:
         {file name: {"path", "inputs" ("ids" or "text"), "quantization", "bytes",
@@ -337,16 +468,9 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
     """
     from tfbert.text.vocab import load_vocab
 
-    unknown = [q for q in quantizations if q not in QUANTIZATIONS]
-    unknown += [k for k in kinds if k not in ("ids", "text")]
-    if unknown:
-        raise ValueError(f"tflite.py: unknown quantization(s)/kind(s) {unknown}; use "
-                         f"{QUANTIZATIONS} and ('ids', 'text')")
-    os.makedirs(output_dir, exist_ok=True)
-    vocab = load_vocab(vocab_file)
-    with open(os.path.join(output_dir, "vocab.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(vocab) + "\n")
-    text_module = _text_module(model, spec, vocab)
+    check_tflite_dir(output_dir, vocab_file, quantizations, kinds, overwrite)
+    write_owned_file(output_dir, "vocab.txt", _vocab_bytes(vocab_file), overwrite)
+    text_module = _text_module(model, spec, load_vocab(vocab_file))
     text_inputs = {"text": np.array([sample_text.encode()], dtype=object)}
     if spec.has_text_b:
         text_inputs["text_b"] = np.array([sample_text.encode()], dtype=object)
@@ -364,9 +488,7 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
             if unexpected:  # allow_custom_ops would let any unconverted TF op through
                 raise ValueError(f"tflite.py: {name} needs custom ops {unexpected} that no "
                                  "TF Text TFLite kernel provides")
-            path = os.path.join(output_dir, name)
-            with open(path, "wb") as f:
-                f.write(content)
+            path = write_owned_file(output_dir, name, content, overwrite)
             interpreter = make_interpreter(path, text_ops=kind == "text")
             latency = _latency_ms(interpreter, text_inputs if kind == "text" else ids_inputs)
             results[name] = {"path": path, "inputs": kind, "quantization": quantization,
@@ -425,7 +547,7 @@ def evaluate_accuracy(tflite_path: str, texts: Sequence[str], labels: Sequence[i
     preprocessor = None
     if not text_model:
         if vocab_file is None or spec is None:
-            raise ValueError("tflite.py: an ids model needs vocab_file and spec to tokenize")
+            raise UserError("tflite.py: an ids model needs vocab_file and spec to tokenize")
         preprocessor = tfbert.BertPreprocessor(vocab_file, spec.seq_length,
                                                lower_case=spec.lower_case)
     correct = 0
@@ -488,8 +610,8 @@ def measure_agreement(vocab_file: str, spec: ExportSpec, texts: Sequence[str],
     from tfbert.text.vocab import load_vocab
 
     if tflite_path is not None and spec.has_text_b:
-        raise ValueError("tflite.py: measure_agreement compares single texts; give the "
-                         "model_text file of a single-text model, or tflite_path=None")
+        raise UserError("tflite.py: measure_agreement compares single texts; give the "
+                        "model_text file of a single-text model, or tflite_path=None")
     single = ExportSpec(task="encoder", seq_length=spec.seq_length, lower_case=spec.lower_case)
     reference = tfbert.BertPreprocessor(vocab_file, spec.seq_length, lower_case=spec.lower_case)
     packer = _TextPacker(load_vocab(vocab_file), single)
