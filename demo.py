@@ -80,7 +80,8 @@ def main() -> None:
                  results["test"]["macro_f1"], time.perf_counter() - start)
 
     start = stage(f"3/4 exporting to {args.export_dir} (SavedModel) and TFLite")
-    info = export_model(model_dir, args.export_dir, tflite=("float32", "int8"))
+    # The demo replaces its own earlier export (a tfbert export; anything else there is refused).
+    info = export_model(model_dir, args.export_dir, tflite=("float32", "int8"), overwrite=True)
     logging.info("TF Serving op check: %s", "ok" if info["serving_check"]["ok"] else "FAILED")
     for name, entry in info.get("tflite", {}).items():
         logging.info("  %-40s %7.1f MB  %6.1f ms", name, entry["bytes"] / 1e6,

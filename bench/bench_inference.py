@@ -93,12 +93,13 @@ def tfbert_systems(model_dir: str, workdir: str, variant: str = "tfbert") -> dic
     streams_bf16_dir = os.path.join(workdir, "saved_models", "bench_streams_bf16", "1")
     tflite_info = os.path.join(workdir, "tflite.json")
     if not os.path.exists(tflite_info):  # exported once, reused by later rounds
-        info = export_model(model_dir, export_dir, tflite=("float32", "int8"), text_tflite=False)
-        export_model(model_dir, bf16_dir, dtype="bfloat16", check=False)
-        export_model(model_dir, xla_dir, jit_compile=True, check=False)
-        export_model(model_dir, streams_dir, cpu_streams=STREAMS, check=False)
+        info = export_model(model_dir, export_dir, tflite=("float32", "int8"), text_tflite=False,
+                            overwrite=True)  # (its own exports of an interrupted run)
+        export_model(model_dir, bf16_dir, dtype="bfloat16", check=False, overwrite=True)
+        export_model(model_dir, xla_dir, jit_compile=True, check=False, overwrite=True)
+        export_model(model_dir, streams_dir, cpu_streams=STREAMS, check=False, overwrite=True)
         export_model(model_dir, streams_bf16_dir, cpu_streams=STREAMS, dtype="bfloat16",
-                     check=False)
+                     check=False, overwrite=True)
         with open(tflite_info, "w") as f:
             json.dump(info.get("tflite", {}), f)
     with open(tflite_info) as f:
