@@ -157,6 +157,9 @@ def define_finetune_flags(defaults: Any, train_help: str, dev_help: str, test_he
     flags.DEFINE_string("train_file", None, train_help)
     flags.DEFINE_string("dev_file", None, dev_help)
     flags.DEFINE_string("test_file", None, test_help)
+    flags.DEFINE_string("input_encoding", defaults.input_encoding, "The text encoding of "
+                        "--train_file/--dev_file/--test_file, e.g. gb18030 for GBK (any Python "
+                        "codec name; the built-in data is UTF-8).")
     flags.DEFINE_bool("do_train", defaults.do_train, "Fine-tune.")
     flags.DEFINE_bool("do_eval", defaults.do_eval, "Score the dev set.")
     flags.DEFINE_bool("do_predict", defaults.do_predict,

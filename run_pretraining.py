@@ -13,7 +13,10 @@ output/pretrain_default/
         --train_batch_size=256 --num_train_steps=100000 --num_warmup_steps=10000 \\
         --learning_rate=1e-4 --optimizer=lamb --mixed_precision=bfloat16
 
-Rerunning a command resumes from its last checkpoint (a larger --num_train_steps trains on).
+Rerunning a command resumes from its last checkpoint (a larger --num_train_steps trains on); a
+resume with other data settings is refused unless --allow_changed_settings. One run at a time
+owns an output_dir (a second exits at once naming the first), and every input shard is checked
+before the model is built (--skip_corrupt trains without the unreadable rest of a bad one).
 Multi-worker: run the same command on every worker with TF_CONFIG set and
 --distribution_strategy=multi_worker (see tfbert/training/distribute.py).
 """
@@ -52,6 +55,14 @@ flags.DEFINE_enum("position_embedding_init", _D.position_embedding_init,
                   ["random", "sinusoidal"], "A fresh model's position table: BERT's truncated "
                   "normal, or sinusoids scaled to the same spread (leaves the masked-LM plateau "
                   "sooner).")
+flags.DEFINE_bool("skip_corrupt", _D.skip_corrupt, "Train without the unreadable rest of a "
+                  "corrupt or truncated shard (every shard is checked before the model is "
+                  "built; what is skipped goes to the log and pretrain_results.json) instead of "
+                  "refusing to start.")
+flags.DEFINE_bool("allow_changed_settings", _D.allow_changed_settings, "Resume although a data "
+                  "setting the exact replay depends on (input files, vocab, max_seq_length, "
+                  "masking, seed, batch size) differs from the checkpointed run's; the change "
+                  "is recorded in pretrain_config.json.")
 flags.DEFINE_string("cache_dir", _D.cache_dir, "Cache for the built-in data.")
 flags.adopt_module_key_flags(common_flags)  # list the shared flags in --help too
 

@@ -15,7 +15,7 @@ epoch (a new iterator, or the next pass of `repeat`) gets fresh ones.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -131,6 +131,7 @@ def pretraining_dataset(
     shuffle_buffer: int = 10_000,
     drop_remainder: bool = True,
     skip_corrupt: bool = False,
+    readable_bytes: Mapping[str, int] | None = None,
     input_context: tf.distribute.InputContext | None = None,
     cycle_length: int = 8,
 ) -> tf.data.Dataset:
@@ -160,6 +161,9 @@ def pretraining_dataset(
         drop_remainder: bool. Static batch shapes (XLA, TPUs); False keeps the last short batch.
         skip_corrupt: bool. Skip the rest of a corrupt/truncated file with a warning instead of
             failing with an error naming it.
+        readable_bytes: path -> bytes or None. For files `records.scan_records` found damaged:
+            the bytes it could read, which their end-of-file check then expects (no warning
+            for a loss the scan reported already).
         input_context: tf.distribute.InputContext | None. From
             `strategy.distribute_datasets_from_function`: this pipeline reads its share of the
             files (or of the records when there are fewer files than pipelines).
@@ -187,7 +191,8 @@ def pretraining_dataset(
     file_seed = None if seed is None else seed + 1_000_003 * pipeline_id
     ds = records_lib.read_records(files, shuffle_files=shuffle, seed=file_seed,
                                   skip_corrupt=skip_corrupt, cycle_length=cycle_length,
-                                  num_shards=num_pipelines, shard_index=pipeline_id)
+                                  num_shards=num_pipelines, shard_index=pipeline_id,
+                                  readable_bytes=readable_bytes)
     if shuffle:
         ds = ds.shuffle(shuffle_buffer, seed=file_seed, reshuffle_each_iteration=True)
     if repeat:

@@ -19,15 +19,30 @@ file's size (for GZIP files, with the uncompressed size in the gzip trailer): a 
 raises an error naming the file, or with `skip_corrupt=True` logs a warning with what was lost
 and goes on. All of this is in-graph (no Python in the input pipeline), so the warning is a
 `tf.print` to stderr rather than a `logging` record.
+
+`scan_records` reads every file once before a run builds its model (CRCs checked by TensorFlow's
+reader, bytes counted as above), so a bad shard is a UserError at the start naming the file, the
+record and its byte offset, not an error at step 96. A bad record ends what TensorFlow can read
+of a file (its reader moves on to the next file after a checksum error), so with
+`skip_corrupt` the rest of that file is skipped; the scan counts what is skipped (for plain
+files by walking the record headers after the bad record) and tells `read_records` the bytes to
+expect, so the end-of-file check passes quietly for the known loss.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import logging
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import tensorflow as tf
+
+from tfbert.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 FEATURE_SPEC = {
     "text_a": tf.io.FixedLenFeature([], tf.string),
@@ -208,7 +223,8 @@ def _checked_records(path: tf.Tensor, expected: tf.Tensor, compression: tf.Tenso
 
 def read_records(files: Sequence[str], *, shuffle_files: bool = False, seed: int | None = None,
                  skip_corrupt: bool = False, cycle_length: int = 8,
-                 num_shards: int = 1, shard_index: int = 0) -> tf.data.Dataset:
+                 num_shards: int = 1, shard_index: int = 0,
+                 readable_bytes: Mapping[str, int] | None = None) -> tf.data.Dataset:
     """Serialized examples from TFRecord files (plain or GZIP, detected per file), checked.
 
     Args:
@@ -222,6 +238,10 @@ def read_records(files: Sequence[str], *, shuffle_files: bool = False, seed: int
         num_shards: int. Input pipelines (tf.distribute workers) sharing the files.
         shard_index: int. This pipeline's index: it gets files `shard_index::num_shards` (when
             there are at least `num_shards` files) or records `shard_index::num_shards`.
+        readable_bytes: path -> bytes, or None. What `scan_records` could read of damaged files
+            (`ShardReport.bytes_read`): their end-of-file check expects that instead of the
+            file's size (used with skip_corrupt, so a loss reported by the scan is not reported
+            again on every pass).
 
     Returns:
         tf.data.Dataset of tf.string scalars.
@@ -231,6 +251,9 @@ def read_records(files: Sequence[str], *, shuffle_files: bool = False, seed: int
         raise ValueError("read_records needs at least one file")
     infos = [_file_info(f) for f in files]
     compressions, sizes = [c for c, _ in infos], [s for _, s in infos]
+    for i, path in enumerate(files):
+        if readable_bytes and path in readable_bytes:
+            sizes[i] = readable_bytes[path] % (1 << 32) if compressions[i] else readable_bytes[path]
     ds = tf.data.Dataset.from_tensor_slices(
         (tf.constant(files), tf.constant(sizes, tf.int64), tf.constant(compressions)))
     shard_files = num_shards > 1 and len(files) >= num_shards
@@ -245,3 +268,202 @@ def read_records(files: Sequence[str], *, shuffle_files: bool = False, seed: int
     if num_shards > 1 and not shard_files:
         records = records.shard(num_shards, shard_index)
     return records
+
+
+# --------------------------------------------------------------------------- the scan
+
+
+@dataclasses.dataclass
+class ShardReport:
+    """What `scan_records` found in one file.
+
+    Attributes:
+        path: str. The file.
+        compression: str. "" or "GZIP".
+        records: int. Records read intact (before the problem, if any).
+        bytes_read: int. Bytes those records take in the file (uncompressed, for GZIP).
+        size: int. The file's bytes (for GZIP: the uncompressed size its trailer gives).
+        problem: str or None. None for an intact file; else what is wrong, where.
+        skipped_records: int or None. Records (or parts of records) after `records` that cannot
+            be read: counted for plain files, None when unknown (GZIP, a corrupt length field).
+        skipped_bytes: int or None. Bytes of the file after `bytes_read` (None for GZIP).
+    """
+
+    path: str
+    compression: str
+    records: int
+    bytes_read: int
+    size: int
+    problem: str | None = None
+    skipped_records: int | None = 0
+    skipped_bytes: int | None = 0
+
+    def summary(self) -> dict[str, object]:
+        """JSON-ready: file, records read and skipped, bytes skipped, the problem."""
+        return {"file": self.path, "records_read": self.records,
+                "records_skipped": self.skipped_records, "bytes_skipped": self.skipped_bytes,
+                "problem": self.problem}
+
+
+def scan_records(files: Sequence[str], what: str = "input_file", skip_corrupt: bool = False,
+                 progress: bool | None = None, check_schema: bool = True) -> list[ShardReport]:
+    """Reads every record of every file once: checksums, truncation, and (first record of each
+    file) the pretraining schema. Takes about as long as reading the files from disk.
+
+    Args:
+        files: sequence of str. TFRecord files (plain or GZIP).
+        what: str. What the files are, for messages ("input_file", "eval_input_file").
+        skip_corrupt: bool. False: the first damaged file is a UserError. True: damaged files
+            are reported (a log warning each) and returned with their problem.
+        progress: bool or None. A progress bar (tqdm, on stderr); None: for inputs of 256 MB
+            or more on a terminal.
+        check_schema: bool. Parse the first record of each file with FEATURE_SPEC.
+
+    Returns:
+        One ShardReport per file, in order.
+
+    Raises:
+        UserError: a damaged file (without skip_corrupt) or records that are not pretraining
+            examples, naming the file, the record index and the byte offset.
+    """
+    from tqdm.auto import tqdm
+
+    infos = [_file_info(f) for f in files]
+    total = sum(tf.io.gfile.stat(f).length for f in files)
+    disable = (total < 256 << 20) if progress is None else not progress
+    reports = []
+    with tqdm(total=total, unit="B", unit_scale=True, desc=f"checking {what}",
+              disable=disable or None, leave=False) as bar:
+        for path, (compression, size) in zip(files, infos, strict=True):
+            on_disk = tf.io.gfile.stat(path).length
+            done = bar.n
+            report, first = _scan_file(path, compression, size,
+                                       bar.update if not compression else lambda n: None)
+            bar.update(done + on_disk - bar.n)
+            if check_schema and first is not None:
+                _check_schema(path, first, what)
+            if report.problem:
+                if not skip_corrupt:
+                    raise UserError(f"{what} {path}: {report.problem}. Regenerate the file, or "
+                                    "pass --skip_corrupt to go on without the unreadable rest "
+                                    f"of it ({_skipped(report)})")
+                logger.warning("%s %s: %s; with skip_corrupt the rest of the file is skipped: "
+                               "%s", what, path, report.problem, _skipped(report))
+            reports.append(report)
+    return reports
+
+
+def _skipped(report: ShardReport) -> str:
+    records = ("an unknown number of records" if report.skipped_records is None
+               else f"{report.skipped_records} record(s)")
+    if report.skipped_bytes is not None:
+        records += f", {report.skipped_bytes} bytes"
+    return f"{records}; the {report.records} records before are intact"
+
+
+def _scan_file(path: str, compression: str, size: int, advance: Callable[[int], object]
+               ) -> tuple[ShardReport, bytes | None]:
+    """Reads one file with TensorFlow's record iterator (the fastest public reader from
+    Python: ~4x tf.data's per-element rate on short records); returns its report and its
+    first record."""
+    records = num_bytes = pending = 0
+    first, error = None, None
+    options = tf.io.TFRecordOptions(compression_type=compression)
+    try:
+        with _quiet_deprecation():
+            for record in tf.compat.v1.io.tf_record_iterator(path, options):
+                first = record if first is None else first
+                step = len(record) + _RECORD_OVERHEAD
+                records, num_bytes, pending = records + 1, num_bytes + step, pending + step
+                if pending >= 1 << 22:
+                    advance(pending)
+                    pending = 0
+    except tf.errors.DataLossError as e:
+        error = e.message.strip()
+    advance(pending)
+    report = ShardReport(path, compression, records, num_bytes, size)
+    if error is None and (num_bytes % (1 << 32) if compression else num_bytes) == size:
+        return report, first
+    if compression:  # deflate cannot resynchronise: the rest of the stream is lost
+        report.problem = (f"GZIP stream unreadable after record {records} (uncompressed byte "
+                          f"offset {num_bytes}): {error or 'it ends early'}")
+        report.skipped_records = report.skipped_bytes = None
+        return report, first
+    report.problem, report.skipped_records = _walk_damage(path, num_bytes, size, records)
+    report.skipped_bytes = size - num_bytes
+    return report, first
+
+
+@contextlib.contextmanager
+def _quiet_deprecation() -> Iterator[None]:
+    """Hides tf_record_iterator's deprecation notice (it points to tf.data, which is slower for
+    a plain read-through)."""
+    tf_logger = logging.getLogger("tensorflow")
+    level = tf_logger.level
+    tf_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        tf_logger.setLevel(level)
+
+
+def _walk_damage(path: str, offset: int, size: int, index: int) -> tuple[str, int | None]:
+    """(what is wrong with record `index` at byte `offset` of a plain file, how many records
+    from it to the end of the file), by reading the record headers (length + its CRC)."""
+    records, problem = 0, None
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while offset < size:
+            f.seek(offset)
+            head = f.read(12)
+            where = f"record {index + records} (byte offset {offset})"
+            if len(head) < 12:
+                problem = problem or f"truncated: the file ends inside the header of {where}"
+                return problem, records + 1
+            length = int.from_bytes(head[:8], "little")
+            if masked_crc32c(head[:8]) != int.from_bytes(head[8:], "little"):
+                if offset == 0:
+                    return ("not a TFRecord file (or corrupt from its first byte): the length "
+                            "field of record 0 fails its checksum"), None
+                problem = problem or f"corrupt: the length field of {where} fails its checksum"
+                return problem, None
+            end = offset + length + _RECORD_OVERHEAD
+            if end > size:
+                problem = problem or (f"truncated: the file ends {size - offset} bytes into "
+                                      f"{where}, a record of {length + _RECORD_OVERHEAD} bytes")
+                return problem, records + 1
+            problem = problem or f"corrupt: {where} fails its checksum"
+            records, offset = records + 1, end
+    return problem or f"unreadable from byte offset {offset}", records
+
+
+def _check_schema(path: str, first: bytes, what: str) -> None:
+    try:
+        parse_examples(tf.constant([first]))
+    except (tf.errors.InvalidArgumentError, ValueError) as e:
+        message = str(getattr(e, "message", e)).splitlines()[0][:300]
+        raise UserError(f"{what} {path}: record 0 is not a tfbert pretraining example (text_a, "
+                        f"text_b, next_sentence_labels): {message}. Make the records with "
+                        "data_tools/create_pretraining_data.py (records of Google's script hold "
+                        "token ids, not text)") from None
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def masked_crc32c(data: bytes) -> int:
+    """The masked CRC-32C that TFRecord framing stores (pure Python: for headers, not data)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF

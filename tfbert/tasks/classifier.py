@@ -6,10 +6,15 @@ Datasets name. The run fine-tunes a BertClassifier (from a checkpoint or random 
 epoch with the best dev `best_metric`, and writes to output_dir:
 
     results.json          {"dev": {"accuracy", "macro_f1", "per_class", ...},
-                           "test": {...}, "train": {"history", "best_epoch", ...}, "labels": [...]}
+                           "test": {...}, "train": {"history", "best_epoch", ...}, "labels": [...],
+                           "run_id": ...}
     test_predictions.tsv  index, text[, text_b], label, predicted, then one probability per class
     model/                the fine-tuned model (tfbert.save_pretrained; metadata task/labels/
-                          max_seq_length/lower_case), reloadable with tfbert.checkpoints.load_model
+                          max_seq_length/lower_case/run_id), reloadable with
+                          tfbert.checkpoints.load_model
+    logs/                 TensorBoard
+    tfbert_run.json       the manifest naming the run these outputs come from (written last:
+                          the outputs are staged and committed together, `ft.task_run`)
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import csv
 import dataclasses
 import logging
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,9 +31,11 @@ import numpy as np
 
 import tfbert
 from tfbert.data import classification as data
+from tfbert.errors import UserError
 from tfbert.evaluation.classification import classification_metrics
 from tfbert.training import finetune as ft
 from tfbert.training.finetune import TaskConfig
+from tfbert.training.outputs import Staging, save_model
 
 logger = logging.getLogger(__name__)
 
@@ -71,16 +77,16 @@ class ClassifierConfig(TaskConfig):
                                        self.train_file or self.dev_file or self.test_file),
                                       ("tfds_name", self.tfds_name)) if given]
         if len(sources) != 1:
-            raise ValueError("give exactly one data source: task_name, train_file/dev_file/"
-                             f"test_file or tfds_name (got {sources or 'none'})")
+            raise UserError("give exactly one data source: task_name, train_file/dev_file/"
+                            f"test_file or tfds_name (got {sources or 'none'})")
         if self.task_name and self.task_name not in data.BUILTIN_TASKS:
-            raise ValueError(f"unknown task_name {self.task_name!r}; built-in tasks: "
-                             f"{data.BUILTIN_TASKS}")
+            raise UserError(f"unknown task_name {self.task_name!r}; built-in tasks: "
+                            f"{data.BUILTIN_TASKS}")
         if not 0 <= self.head_hidden_layers <= 3:
-            raise ValueError(f"head_hidden_layers must be 0-3, got {self.head_hidden_layers}")
+            raise UserError(f"head_hidden_layers must be 0-3, got {self.head_hidden_layers}")
         if self.best_metric not in ("accuracy", "macro_f1"):
-            raise ValueError(f"best_metric must be 'accuracy' or 'macro_f1', got "
-                             f"{self.best_metric!r}")
+            raise UserError(f"best_metric must be 'accuracy' or 'macro_f1', got "
+                            f"{self.best_metric!r}")
 
 
 def load_data(config: ClassifierConfig) -> tuple[dict[str, list[Any] | None], list[str] | None]:
@@ -102,7 +108,8 @@ def load_data(config: ClassifierConfig) -> tuple[dict[str, list[Any] | None], li
         elif needed[split]:
             path = {"train": config.train_file, "dev": config.dev_file,
                     "test": config.test_file}[split]
-            examples = data.read_examples(path, labelled=split != "test") if path else None
+            examples = (data.read_examples(path, labelled=split != "test",
+                                           encoding=config.input_encoding) if path else None)
             if split == "train" and examples:
                 labels = data.label_list(examples)
         splits[split] = config.limit(examples, split)
@@ -118,14 +125,22 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
     ...     init_checkpoint="output/pretrain_default/model"))
     >>> results["test"]["accuracy"]  # doctest: +SKIP
     """
+    with ft.task_run(config, "classification") as run:
+        return _run(config, run)
+
+
+def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
     keras.utils.set_random_seed(config.seed)
-    os.makedirs(config.output_dir, exist_ok=True)
     splits, labels = load_data(config)
     train, dev, test = splits["train"], splits["dev"], splits["test"]
     if config.do_train and not train:
-        raise ValueError("do_train needs training data (train_file, task_name or tfds_name)")
+        raise UserError("do_train needs training data (train_file, task_name or tfds_name)")
     if config.do_predict and not test:
-        raise ValueError("do_predict needs test data (test_file, task_name or tfds_name)")
+        raise UserError("do_predict needs test data (test_file, task_name or tfds_name)")
+    pairs = any(e.text_b is not None for e in (train or dev or test or []))
+    if pairs and config.max_seq_length < 5:
+        raise UserError(f"max_seq_length {config.max_seq_length} is too short for sentence "
+                        "pairs: [CLS] A [SEP] B [SEP] needs at least 5")
 
     if config.do_train:
         model, vocab_file, lower_case = ft.build_model(
@@ -134,6 +149,7 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
             head_hidden_size=config.head_hidden_size, dropout=config.dropout)
     else:
         model, labels, vocab_file, lower_case = ft.load_finetuned(config, "classification")
+    ft.check_seq_length(config, model)
     preprocessor = tfbert.BertPreprocessor(vocab_file, config.max_seq_length,
                                            lower_case=lower_case)
     logger.info("labels: %s", labels)
@@ -149,14 +165,14 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
         return classification_metrics(data.label_ids(examples, labels),
                                       probabilities.argmax(-1), labels)
 
-    results: dict[str, Any] = {"labels": labels}
+    results: dict[str, Any] = {"labels": labels, "run_id": run.run_id}
     if config.do_train:
         train_ds = data.make_dataset(train, preprocessor, labels, config.micro_batch_size,
                                      shuffle=True, seed=config.seed)
         outcome = ft.finetune(
             model, train_ds,
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            config=config.finetune_config(config.best_metric),
+            config=config.finetune_config(config.best_metric, log_dir=run.path("logs")),
             evaluate_fn=(lambda m: score(dev, predict(m, eval_ds["dev"]))) if dev else None,
             steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
         results["train"] = {"num_examples": len(train), "best_epoch": outcome.best_epoch,
@@ -164,12 +180,12 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
                             "history": outcome.history}
         if outcome.best_metrics:
             results["dev"] = outcome.best_metrics
-        tfbert.save_pretrained(model, os.path.join(config.output_dir, "model"),
-                               vocab_file=vocab_file,
-                               metadata={"task": "classification", "labels": labels,
-                                         "max_seq_length": config.max_seq_length,
-                                         "lower_case": lower_case,
-                                         "pair": any(e.text_b is not None for e in train)})
+        save_model(model, run.path("model"), vocab_file=vocab_file,
+                   metadata={"task": "classification", "labels": labels,
+                             "max_seq_length": config.max_seq_length,
+                             "lower_case": lower_case,
+                             "pair": any(e.text_b is not None for e in train),
+                             "run_id": run.run_id})
     if config.do_eval and dev and "dev" not in results:
         results["dev"] = score(dev, predict(model, eval_ds["dev"]))
     if config.do_predict:
@@ -178,13 +194,12 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
             results["test"] = score(test, probabilities)
         else:
             logger.info("test data has no labels: writing predictions only")
-        write_predictions(os.path.join(config.output_dir, "test_predictions.tsv"), test,
-                          probabilities, labels)
+        write_predictions(run.path("test_predictions.tsv"), test, probabilities, labels)
     for split in ("dev", "test"):
         if split in results:
             logger.info("%s: accuracy %.4f, macro-F1 %.4f", split, results[split]["accuracy"],
                         results[split]["macro_f1"])
-    ft.write_results(config.output_dir, results)
+    ft.write_results(run.directory, results)
     return results
 
 

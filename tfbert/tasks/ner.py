@@ -12,7 +12,10 @@ entity F1, and writes to output_dir:
                             offsets (start, end exclusive), gold entities
     test_predictions.conll  token, gold tag, predicted tag (conlleval's input format)
     model/                  the fine-tuned model (metadata task "ner", labels, max_seq_length,
-                            lower_case, token_separator)
+                            lower_case, token_separator, run_id)
+    logs/                   TensorBoard
+    tfbert_run.json         the manifest naming the run these outputs come from (written last:
+                            the outputs are staged and committed together, `ft.task_run`)
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ import numpy as np
 
 import tfbert
 from tfbert.data import ner as data
+from tfbert.errors import UserError
 from tfbert.evaluation.ner import entity_metrics, entity_spans
 from tfbert.training import finetune as ft
 from tfbert.training.finetune import TaskConfig
+from tfbert.training.outputs import Staging, save_model
 
 logger = logging.getLogger(__name__)
 
@@ -66,10 +71,10 @@ class NerConfig(TaskConfig):
         super().__post_init__()
         files = self.train_file or self.dev_file or self.test_file
         if bool(self.task_name) == bool(files):
-            raise ValueError("give exactly one data source: task_name or "
-                             "train_file/dev_file/test_file")
+            raise UserError("give exactly one data source: task_name or "
+                            "train_file/dev_file/test_file")
         if self.task_name and self.task_name not in BUILTIN_TASKS:
-            raise ValueError(f"unknown NER task {self.task_name!r}; built-in: {BUILTIN_TASKS}")
+            raise UserError(f"unknown NER task {self.task_name!r}; built-in: {BUILTIN_TASKS}")
 
 
 def load_data(config: NerConfig) -> dict[str, list[data.NerExample] | None]:
@@ -83,7 +88,8 @@ def load_data(config: NerConfig) -> dict[str, list[data.NerExample] | None]:
         if needed[split] and config.task_name:
             examples = data.people_daily_ner(split)
         elif needed[split] and files[split]:
-            examples = data.read_conll(files[split], separator="" if config.char_level else " ")
+            examples = data.read_conll(files[split], separator="" if config.char_level else " ",
+                                       encoding=config.input_encoding)
         splits[split] = config.limit(examples, split)
     return splits
 
@@ -97,14 +103,18 @@ def run_ner(config: NerConfig) -> dict[str, Any]:
     ...     init_checkpoint="output/pretrain_default/model"))
     >>> results["test"]["f1"]  # doctest: +SKIP
     """
+    with ft.task_run(config, "ner") as run:
+        return _run(config, run)
+
+
+def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
     keras.utils.set_random_seed(config.seed)
-    os.makedirs(config.output_dir, exist_ok=True)
     splits = load_data(config)
     train, dev, test = splits["train"], splits["dev"], splits["test"]
     if config.do_train and not train:
-        raise ValueError("do_train needs training data (train_file or task_name)")
+        raise UserError("do_train needs training data (train_file or task_name)")
     if config.do_predict and not test:
-        raise ValueError("do_predict needs test data (test_file or task_name)")
+        raise UserError("do_predict needs test data (test_file or task_name)")
 
     if config.do_train:
         labels = (list(data.PEOPLE_DAILY_LABELS) if config.task_name
@@ -113,10 +123,11 @@ def run_ner(config: NerConfig) -> dict[str, Any]:
             tfbert.BertTokenClassifier, config, num_classes=len(labels), dropout=config.dropout)
     else:
         model, labels, vocab_file, lower_case = ft.load_finetuned(config, "ner")
+    ft.check_seq_length(config, model)
     tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
     logger.info("labels: %s", labels)
 
-    results: dict[str, Any] = {"labels": labels, "data": {}}
+    results: dict[str, Any] = {"labels": labels, "data": {}, "run_id": run.run_id}
     features = {}
     for split, examples in splits.items():  # unknown tags fail here, before any training
         if examples:
@@ -136,7 +147,7 @@ def run_ner(config: NerConfig) -> dict[str, Any]:
             model, train_ds,
             loss=keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, reduction="mean_with_sample_weight"),
-            config=config.finetune_config("f1"),
+            config=config.finetune_config("f1", log_dir=run.path("logs")),
             evaluate_fn=(lambda m: score("dev")[0]) if dev else None,
             steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
         results["train"] = {"num_examples": len(train), "best_epoch": outcome.best_epoch,
@@ -144,23 +155,23 @@ def run_ner(config: NerConfig) -> dict[str, Any]:
                             "history": outcome.history}
         if outcome.best_metrics:
             results["dev"] = outcome.best_metrics
-        tfbert.save_pretrained(model, os.path.join(config.output_dir, "model"),
-                               vocab_file=vocab_file,
-                               metadata={"task": "ner", "labels": labels,
-                                         "max_seq_length": config.max_seq_length,
-                                         "lower_case": lower_case,
-                                         "token_separator": train[0].separator})
+        save_model(model, run.path("model"), vocab_file=vocab_file,
+                   metadata={"task": "ner", "labels": labels,
+                             "max_seq_length": config.max_seq_length,
+                             "lower_case": lower_case,
+                             "token_separator": train[0].separator,
+                             "run_id": run.run_id})
     if config.do_eval and dev and "dev" not in results:
         results["dev"] = score("dev")[0]
     if config.do_predict:
         results["test"], tags = score("test")
-        write_predictions(config.output_dir, test, tags)
+        write_predictions(run.directory, test, tags)
     for split in ("dev", "test"):
         if split in results:
             r = results[split]
             logger.info("%s: entity precision %.4f, recall %.4f, F1 %.4f", split,
                         r["precision"], r["recall"], r["f1"])
-    ft.write_results(config.output_dir, results)
+    ft.write_results(run.directory, results)
     return results
 
 

@@ -23,7 +23,12 @@ given), windows it, fine-tunes a BertSpanLabeler with the shared runner
     {split}_predictions.json, {split}_nbest_predictions.json, {split}_null_odds.json (v2.0)
     model/                       tfbert format; tfbert.json metadata task "qa", max_seq_length,
                                  max_query_length, doc_stride, max_answer_length,
-                                 version_2_with_negative, lower_case
+                                 version_2_with_negative, lower_case, run_id
+    data/                        the built-in QA set as SQuAD JSON (when no file is given)
+    logs/                        TensorBoard
+    tfbert_run.json              the manifest naming the run these outputs come from (written
+                                 last: the outputs are staged and committed together,
+                                 `tfbert.training.finetune.task_run`)
 """
 
 from __future__ import annotations
@@ -39,7 +44,10 @@ from typing import Any
 import numpy as np
 
 from tfbert.data.squad import QAExample, QAFeature
+from tfbert.errors import UserError
+from tfbert.fileio import atomic_write
 from tfbert.training.finetune import TaskConfig
+from tfbert.training.outputs import Staging, save_model
 
 logger = logging.getLogger(__name__)
 
@@ -234,17 +242,17 @@ class SquadConfig(TaskConfig):
         from tfbert.evaluation.squad import SCORERS
 
         if self.max_seq_length <= self.max_query_length + 3:
-            raise ValueError(f"max_seq_length ({self.max_seq_length}) must be greater than "
-                             f"max_query_length ({self.max_query_length}) + 3")
+            raise UserError(f"max_seq_length ({self.max_seq_length}) must be greater than "
+                            f"max_query_length ({self.max_query_length}) + 3")
         for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.on_bad_answer not in ON_BAD_ANSWER:
-            raise ValueError(f"on_bad_answer must be one of {ON_BAD_ANSWER}, got "
-                             f"{self.on_bad_answer!r}")
+            raise UserError(f"on_bad_answer must be one of {ON_BAD_ANSWER}, got "
+                            f"{self.on_bad_answer!r}")
         if self.scoring != "auto" and self.scoring not in SCORERS:
-            raise ValueError(f"scoring must be 'auto' or one of {sorted(SCORERS)}, got "
-                             f"{self.scoring!r}")
+            raise UserError(f"scoring must be 'auto' or one of {sorted(SCORERS)}, got "
+                            f"{self.scoring!r}")
 
     @property
     def builtin(self) -> bool:
@@ -252,13 +260,14 @@ class SquadConfig(TaskConfig):
         return not (self.train_file or self.dev_file or self.test_file)
 
 
-def load_data(config: SquadConfig) -> dict[str, Any]:
-    """split -> SquadData for the splits the run needs (None where none is given)."""
+def load_data(config: SquadConfig, data_dir: str | None = None) -> dict[str, Any]:
+    """split -> SquadData for the splits the run needs (None where none is given); the built-in
+    set is written to `data_dir` (default output_dir/data) first."""
     from tfbert.data import squad as qa_data
 
     paths = {"train": config.train_file, "dev": config.dev_file, "test": config.test_file}
     if config.builtin:
-        paths = qa_data.write_builtin_qa(os.path.join(config.output_dir, "data"),
+        paths = qa_data.write_builtin_qa(data_dir or os.path.join(config.output_dir, "data"),
                                          config.version_2_with_negative)
         logger.info("built-in People's Daily QA set written to %s",
                     os.path.dirname(paths["train"]))
@@ -270,13 +279,15 @@ def load_data(config: SquadConfig) -> dict[str, Any]:
         if not (needed[split] and path):
             splits[split] = None
             continue
-        data = qa_data.read_squad_json(path, config.on_bad_answer)
+        data = qa_data.read_squad_json(path, config.on_bad_answer,
+                                       encoding="utf-8" if config.builtin
+                                       else config.input_encoding)
         data.examples = config.limit(data.examples, split)
         impossible = [ex.qas_id for ex in data.examples if ex.is_impossible]
         if impossible and not config.version_2_with_negative:
-            raise ValueError(f"{path}: {len(impossible)} question(s) are marked is_impossible "
-                             f"(e.g. {impossible[0]!r}); SQuAD v2.0 data needs "
-                             "version_2_with_negative")
+            raise UserError(f"{path}: {len(impossible)} question(s) are marked is_impossible "
+                            f"(e.g. {impossible[0]!r}); SQuAD v2.0 data needs "
+                            "version_2_with_negative")
         logger.info("%s: %d questions from %s", split, len(data.examples), path)
         splits[split] = data
     return splits
@@ -308,12 +319,12 @@ def load_finetuned_qa(config: SquadConfig) -> tuple[Any, str, bool]:
 
     path = config.init_checkpoint
     if not path:
-        raise ValueError("without do_train, init_checkpoint must be a fine-tuned QA model "
-                         "directory (output_dir/model of a run_squad training run)")
+        raise UserError("without do_train, init_checkpoint must be a fine-tuned QA model "
+                        "directory (output_dir/model of a run_squad training run)")
     metadata = checkpoints.read_metadata(path)
     if metadata.get("task") != "qa":
-        raise ValueError(f"{path}: tfbert.json says task {metadata.get('task')!r}; without "
-                         "do_train init_checkpoint must be a fine-tuned QA model (task 'qa')")
+        raise UserError(f"{path}: tfbert.json says task {metadata.get('task')!r}; without "
+                        "do_train init_checkpoint must be a fine-tuned QA model (task 'qa')")
     with model_scope(config):
         model = checkpoints.load_model(path)
     lower_case = config.do_lower_case
@@ -323,7 +334,7 @@ def load_finetuned_qa(config: SquadConfig) -> tuple[Any, str, bool]:
 
 
 def _write_json(path: str, payload: Any) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    with atomic_write(path) as f:  # key order kept: predictions follow the questions
         json.dump(payload, f, ensure_ascii=False, indent=1)
 
 
@@ -334,7 +345,8 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
     `data`: feature and data-problem counts), predictions.json (question id -> answer text: the
     test split's, or dev's when there is no test split), {dev,test}_predictions.json,
     {dev,test}_nbest_predictions.json, {dev,test}_null_odds.json (v2.0), and model/ (tfbert
-    format, metadata task "qa" with the windowing settings).
+    format, metadata task "qa" with the windowing settings), committed together at the end
+    (`tfbert.training.finetune.task_run`).
 
     Example:
     >>> results = run_squad(SquadConfig(  # doctest: +SKIP
@@ -342,6 +354,13 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
     ...     max_seq_length=256))
     >>> results["dev"]["f1"]  # doctest: +SKIP
     """
+    from tfbert.training import finetune as ft
+
+    with ft.task_run(config, "qa") as run:
+        return _run(config, run)
+
+
+def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
     import keras
 
     import tfbert
@@ -350,25 +369,21 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
     from tfbert.training import finetune as ft
 
     keras.utils.set_random_seed(config.seed)
-    os.makedirs(config.output_dir, exist_ok=True)
-    splits = load_data(config)
+    splits = load_data(config, run.path("data"))
     if config.do_train and not splits["train"]:
-        raise ValueError("do_train needs training data (train_file, or no files for the "
-                         "built-in set)")
+        raise UserError("do_train needs training data (train_file, or no files for the "
+                        "built-in set)")
     if config.do_predict and not splits["test"] and not splits["dev"]:
-        raise ValueError("do_predict needs test_file or dev_file")
+        raise UserError("do_predict needs test_file or dev_file")
 
     if config.do_train:
         model, vocab_file, lower_case = ft.build_model(tfbert.BertSpanLabeler, config)
     else:
         model, vocab_file, lower_case = load_finetuned_qa(config)
+    ft.check_seq_length(config, model)
     tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
-    positions = model.encoder.config.max_position_embeddings
-    if config.max_seq_length > positions:
-        raise ValueError(f"max_seq_length {config.max_seq_length} exceeds the model's "
-                         f"max_position_embeddings {positions}")
 
-    results: dict[str, Any] = {"data": {}}
+    results: dict[str, Any] = {"data": {}, "run_id": run.run_id}
     features: dict[str, list[QAFeature]] = {}
     for split, data in splits.items():
         if data is None:
@@ -406,7 +421,7 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
                                         training=True, seed=config.seed)
         outcome = ft.finetune(
             model, train_ds, loss={"start_logits": span_loss, "end_logits": span_loss},
-            config=config.finetune_config("f1"),
+            config=config.finetune_config("f1", log_dir=run.path("logs")),
             evaluate_fn=(lambda m: score("dev")[0]) if splits["dev"] else None,
             steps_per_epoch=math.ceil(len(features["train"]) / config.micro_batch_size))
         results["train"] = {"num_examples": len(splits["train"].examples),
@@ -414,14 +429,12 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
                             "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
                             "history": outcome.history}
-        tfbert.save_pretrained(model, os.path.join(config.output_dir, "model"),
-                               vocab_file=vocab_file, metadata={
-                                   "task": "qa", "max_seq_length": config.max_seq_length,
-                                   "max_query_length": config.max_query_length,
-                                   "doc_stride": config.doc_stride,
-                                   "max_answer_length": config.max_answer_length,
-                                   "version_2_with_negative": config.version_2_with_negative,
-                                   "lower_case": lower_case})
+        save_model(model, run.path("model"), vocab_file=vocab_file, metadata={
+            "task": "qa", "max_seq_length": config.max_seq_length,
+            "max_query_length": config.max_query_length, "doc_stride": config.doc_stride,
+            "max_answer_length": config.max_answer_length,
+            "version_2_with_negative": config.version_2_with_negative,
+            "lower_case": lower_case, "run_id": run.run_id})
 
     dev_wanted = config.do_train or config.do_eval or (config.do_predict and not splits["test"])
     scored = [s for s, wanted in (("dev", dev_wanted), ("test", config.do_predict))
@@ -435,12 +448,12 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
                         metrics["total"])
         else:
             logger.info("%s has no gold answers: writing predictions only", split)
-        _write_json(os.path.join(config.output_dir, f"{split}_predictions.json"), predictions)
-        _write_json(os.path.join(config.output_dir, f"{split}_nbest_predictions.json"), nbest)
+        _write_json(run.path(f"{split}_predictions.json"), predictions)
+        _write_json(run.path(f"{split}_nbest_predictions.json"), nbest)
         if config.version_2_with_negative:
-            _write_json(os.path.join(config.output_dir, f"{split}_null_odds.json"), null_odds)
+            _write_json(run.path(f"{split}_null_odds.json"), null_odds)
         if split == scored[-1]:
-            _write_json(os.path.join(config.output_dir, "predictions.json"), predictions)
+            _write_json(run.path("predictions.json"), predictions)
             results["predictions_split"] = split
-    ft.write_results(config.output_dir, results)
+    ft.write_results(run.directory, results)
     return results

@@ -132,9 +132,14 @@ def checkpoint_manager(checkpoint: tf.train.Checkpoint, directory: str, max_to_k
     collectives), but only the chief's files are kept; `CheckpointSaver` deletes the others.
     """
     if not chief:
-        directory = os.path.join(directory, f".worker_{worker}_tmp")
+        directory = worker_scratch_dir(directory, worker)
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep,
                                       step_counter=None, checkpoint_name="ckpt")
+
+
+def worker_scratch_dir(directory: str, worker: int) -> str:
+    """Where non-chief multi-worker task `worker` saves its (discarded) checkpoints."""
+    return os.path.join(directory, f".worker_{worker}_tmp")
 
 
 class CheckpointSaver(keras.callbacks.Callback):

@@ -115,6 +115,17 @@ def is_chief(strategy: tf.distribute.Strategy | None = None) -> bool:
     return task_type == "worker" and task_id == 0 and "chief" not in cluster
 
 
+def tf_config_task() -> tuple[bool, int]:
+    """(whether this task is the chief, its index) from $TF_CONFIG, before any strategy exists
+    (what `is_chief` and `worker_index` say once MultiWorkerMirroredStrategy is made)."""
+    spec = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    task = spec.get("task", {})
+    task_type, index = task.get("type"), int(task.get("index", 0))
+    chief = task_type in (None, "chief") or (
+        task_type == "worker" and index == 0 and "chief" not in spec.get("cluster", {}))
+    return chief, index
+
+
 def num_workers(strategy: tf.distribute.Strategy | None = None) -> int:
     """Hosts feeding the strategy (MultiWorkerMirroredStrategy workers, TPU pod hosts); 1 else."""
     strategy = strategy or tf.distribute.get_strategy()

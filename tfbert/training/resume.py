@@ -1,0 +1,153 @@
+"""What a pretraining resume must keep: the settings its exact data replay and its checkpoint
+depend on, compared with the ones the run saved (`pretrain_config.json`).
+
+A resume rebuilds the input pipeline and skips the batches already trained on
+(`tfbert.training.pretrain`), which gives the batches of an uninterrupted run only when the
+pipeline is the same: `REPLAY_SETTINGS` are the resolved input files with their sizes, the vocab's
+content, case folding, max_seq_length, max_predictions_per_seq, masked_lm_prob, whole_word_mask,
+the seed and train_batch_size (gradient accumulation and replicas only split each batch). A
+changed one is refused, with each setting's old and new value, unless `allow_changed_settings`,
+which goes on and records the change (settings, old and new values, the step) under
+"setting_changes". `CHECKPOINT_SETTINGS` (the model config, the optimizer, gradient accumulation,
+float16 loss scaling) shape the checkpoint's variables and cannot change at all. Everything else
+(num_train_steps, learning rate and warmup, logging, the checkpoint interval, the eval set,
+precision otherwise) may change freely.
+
+Example:
+>>> describe_changes({"max_seq_length": (128, 256), "whole_word_mask": (False, True)})
+'max_seq_length was 128, now 256; whole_word_mask was False, now True'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import tensorflow as tf
+
+from tfbert.errors import UserError
+from tfbert.training import callbacks as cb
+from tfbert.training import rundir
+
+if TYPE_CHECKING:
+    from tfbert.config import BertConfig
+    from tfbert.training.pretrain import PretrainConfig
+
+logger = logging.getLogger(__name__)
+
+RUN_CONFIG_FILE = "pretrain_config.json"
+REPLAY_SETTINGS = ("input_files", "vocab_sha1", "lower_case", "max_seq_length",
+                   "max_predictions_per_seq", "masked_lm_prob", "whole_word_mask", "seed",
+                   "train_batch_size")
+CHECKPOINT_SETTINGS = ("bert_config", "optimizer", "gradient_accumulation_steps", "loss_scaling")
+
+
+def run_settings(config: PretrainConfig, train_files: Sequence[str], vocab_file: str,
+                 lower_case: bool | None, bert_config: BertConfig | None) -> dict[str, Any]:
+    """This run's REPLAY_SETTINGS and CHECKPOINT_SETTINGS (those not known yet left out)."""
+    def resolved(path: str) -> str:
+        return path if "://" in path else os.path.abspath(path)
+
+    with tf.io.gfile.GFile(vocab_file, "rb") as f:
+        vocab_sha1 = hashlib.sha1(f.read()).hexdigest()
+    settings = {
+        "input_files": [f"{resolved(p)} ({tf.io.gfile.stat(p).length} bytes)"
+                        for p in train_files],
+        "vocab_sha1": vocab_sha1, "lower_case": lower_case,
+        "max_seq_length": config.max_seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "masked_lm_prob": config.masked_lm_prob, "whole_word_mask": config.whole_word_mask,
+        "seed": config.seed, "train_batch_size": config.train_batch_size,
+        "bert_config": bert_config.to_dict() if bert_config is not None else None,
+        "optimizer": config.optimizer,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "loss_scaling": config.mixed_precision == "float16"}
+    return {k: v for k, v in settings.items() if v is not None}
+
+
+def check_resume(output_dir: str, config: PretrainConfig, settings: dict[str, Any],
+                 latest: str | None) -> dict[str, tuple[Any, Any]]:
+    """Compares a resumed run's settings with the saved ones (`pretrain_config.json`).
+
+    Returns:
+        The REPLAY_SETTINGS changes that allow_changed_settings lets through (name -> (old,
+        new)); {} when not resuming or nothing changed.
+
+    Raises:
+        UserError: a CHECKPOINT_SETTINGS change, or a REPLAY_SETTINGS change without
+            allow_changed_settings, listing each setting with its old and new value.
+    """
+    path = os.path.join(output_dir, RUN_CONFIG_FILE)
+    previous = _read_json(path)
+    if not latest or previous is None:
+        return {}
+    changed = {k: (previous[k], v) for k, v in settings.items()
+               if k in previous and previous[k] != v}  # a key an older file lacks is not compared
+    step = _checkpoint_step(latest)
+    fixed = {k: c for k, c in changed.items() if k in CHECKPOINT_SETTINGS}
+    if fixed:
+        raise UserError(
+            f"{output_dir} holds a checkpoint (step {step}) of a run with other "
+            f"{', '.join(sorted(fixed))}, which cannot change on resume (the checkpoint's "
+            f"variables follow them): {describe_changes(fixed)}. Use a new output_dir, or the "
+            f"same settings (see {path}).")
+    replay = {k: c for k, c in changed.items() if k in REPLAY_SETTINGS}
+    if replay and not config.allow_changed_settings:
+        raise UserError(
+            f"{output_dir} holds a checkpoint (step {step}) of a run with other data settings, "
+            f"so resuming would not replay the batches it trained on: "
+            f"{describe_changes(replay)}. Rerun with the old values, use a new output_dir, or "
+            f"pass --allow_changed_settings to continue with the new ones (recorded in {path}).")
+    if replay:
+        logger.warning("resuming from step %d with changed data settings "
+                       "(allow_changed_settings): %s", step, describe_changes(replay))
+    return replay
+
+
+def describe_changes(changes: dict[str, tuple[Any, Any]]) -> str:
+    """"max_seq_length was 32, now 64; input_files: without [...], with [...]; ..."."""
+    parts = []
+    for name, (old, new) in sorted(changes.items()):
+        if isinstance(old, dict) and isinstance(new, dict):
+            parts += [f"{name}.{k} was {old.get(k)!r}, now {new.get(k)!r}"
+                      for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+        elif isinstance(old, list) and isinstance(new, list):
+            gone, added = [x for x in old if x not in new], [x for x in new if x not in old]
+            parts.append(f"{name}: without {gone}, with {added}" if gone or added
+                         else f"{name}: the same {len(old)} in another order, was {old}, now "
+                              f"{new}")
+        else:
+            parts.append(f"{name} was {old!r}, now {new!r}")
+    return "; ".join(parts)
+
+
+def write_run_config(output_dir: str, config: PretrainConfig, settings: dict[str, Any],
+                     allowed: dict[str, tuple[Any, Any]], latest: str | None) -> None:
+    """pretrain_config.json: the settings, the config, and every allowed change so far."""
+    path = os.path.join(output_dir, RUN_CONFIG_FILE)
+    previous = _read_json(path) if latest else None
+    changes = list((previous or {}).get("setting_changes", []))
+    if allowed:
+        changes.append({"step": _checkpoint_step(latest), "time": rundir.now(),
+                        "changed": {k: {"old": old, "new": new}
+                                    for k, (old, new) in sorted(allowed.items())}})
+    record = {**settings, "config": dataclasses.asdict(config)}
+    if changes:
+        record["setting_changes"] = changes
+    cb.write_json(path, record)
+
+
+def _checkpoint_step(path: str) -> int:
+    return int(path.rsplit("-", 1)[1])
+
+
+def _read_json(path: str) -> Any:
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
