@@ -18,6 +18,7 @@ import numpy as np
 from tfbert.checkpoints import names
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, as_float32
 from tfbert.config import BertConfig
+from tfbert.fileio import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -177,16 +178,17 @@ def write_hf(checkpoint: Checkpoint, directory: str) -> None:
         checkpoint: Checkpoint. What to write.
         directory: str. Created if missing; existing files of the same names are replaced.
     """
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
     os.makedirs(directory, exist_ok=True)
     checkpoint.config.to_json_file(os.path.join(directory, CONFIG_FILE), "hf")
-    save_file(to_hf_state(checkpoint.weights), os.path.join(directory, "model.safetensors"),
-              metadata={"format": "pt"})
+    # (safetensors' save_file writes in place with mode 0600: atomically, with ordinary modes)
+    with atomic_write(os.path.join(directory, "model.safetensors"), "wb") as f:
+        f.write(save(to_hf_state(checkpoint.weights), metadata={"format": "pt"}))
     if checkpoint.vocab_file:
         target = os.path.join(directory, "vocab.txt")
         if os.path.abspath(checkpoint.vocab_file) != os.path.abspath(target):
-            with open(checkpoint.vocab_file, "rb") as src, open(target, "wb") as dst:
+            with open(checkpoint.vocab_file, "rb") as src, atomic_write(target, "wb") as dst:
                 dst.write(src.read())
         # transformers' tokenizers read the casing from here, not from config.json.
         with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as f:
