@@ -19,7 +19,7 @@ them, over all 128 positions. The family `tfbert-frozen-weights` times the same 
 SavedModel in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN then reorders each
 weight once and keeps it; docs/serving.md: it pays for fixed-shape serving only). The family
 `tfbert-streams` times the exports with `cpu_streams` = STREAMS (each block cut into streams,
-tfbert/layers/streams.py; float32 and bfloat16) in a process with one intra-op thread and
+tfbert/export/streams.py; float32 and bfloat16) in a process with one intra-op thread and
 STREAMS inter-op threads, the serving set-up those exports are made for (docs/serving.md).
 
     python -m bench.bench_inference [--quick] [--rounds 2] [--families tfbert,onnxruntime,...]

@@ -82,13 +82,16 @@ def child_rounds(module: str, args: Sequence[str],
                 yield name, json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def in_stock_ops(method: Callable) -> Callable:
-    """`method` run (and traced) inside tfbert's stock_ops(): keras's own ops instead of the
-    TensorFlow graph forms, the A side of the A/B scripts' graph-form variants."""
+def without_forms(method: Callable, **off: bool) -> Callable:
+    """`method` run (and traced) with the named tfbert.ops forms switched off (e.g.
+    heads_first=False): keras's own computation in their place, the A side of the A/B
+    scripts' form variants."""
     def stock(self, *args, **kwargs):
-        from tfbert.layers.graph_forms import stock_ops
+        import dataclasses
 
-        with stock_ops():
+        from tfbert.ops import forms, use_forms
+
+        with use_forms(dataclasses.replace(forms(), **off)):
             return method(self, *args, **kwargs)
     return stock
 

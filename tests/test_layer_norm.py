@@ -1,4 +1,5 @@
-"""BertLayerNorm: keras LayerNormalization's results, one _MklLayerNorm op at inference."""
+"""BertLayerNorm and tfbert.ops.layer_norm: keras LayerNormalization's results, one _MklLayerNorm
+op at inference."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import tensorflow as tf
 from model_test_utils import op_types
 
 from tfbert.layers import BertLayerNorm
-from tfbert.layers.graph_forms import stock_ops
+from tfbert.ops import use_forms
 
 
 def _pair(width: int, seed: int = 0, **kwargs) -> tuple[BertLayerNorm, keras.layers.Layer]:
@@ -78,11 +79,12 @@ def test_other_configurations_take_keras_path(kwargs):
     assert "FusedBatchNormV3" not in op_types(fn, x)
 
 
-def test_stock_ops_block_traces_keras_ops():
+@pytest.mark.parametrize("name", ["stock", "plain"])
+def test_stock_and_plain_forms_trace_keras_ops(name):
     ours, stock = _pair(8)
     x = _inputs((4, 8))
     fn = tf.function(lambda t: ours(t, training=False))
-    with stock_ops():
+    with use_forms(name):
         ops = op_types(fn, x)
         np.testing.assert_allclose(ours(x), stock(x), rtol=1e-6, atol=1e-6)
     assert "FusedBatchNormV3" not in ops

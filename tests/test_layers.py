@@ -188,8 +188,32 @@ def test_bert_dropout_in_every_block():
     from tfbert.layers import BertDropout
 
     block = BertTransformerLayer(hidden_size=H, num_attention_heads=N, intermediate_size=FFN,
-                                 hidden_dropout=0.1, attention_dropout=0.1)
+                                 hidden_dropout=0.1, attention_dropout=0.2)
     block.build((B, T, H))
+    # attention_dropout is the probabilities' rate; the attention output takes the hidden rate.
     assert isinstance(block.attention._dropout_layer, BertDropout)
-    assert isinstance(block.attention_dropout, BertDropout)
-    assert isinstance(block.output_dropout, BertDropout)
+    assert block.attention._dropout_layer.rate == block.attention.dropout == 0.2
+    assert isinstance(block.attention_output_dropout, BertDropout)
+    assert block.attention_output_dropout.rate == 0.1
+    assert isinstance(block.output_dropout, BertDropout) and block.output_dropout.rate == 0.1
+
+
+def test_attention_sublayers_keep_lora_and_quantization():
+    """The projections are keras EinsumDense layers: LoRA and int8 quantization work through
+    their own calls (LoRA starts as a zero update; int8 stays close)."""
+    block = BertTransformerLayer(hidden_size=H, num_attention_heads=N, intermediate_size=FFN,
+                                 hidden_dropout=0.0, attention_dropout=0.0)
+    x = np.random.default_rng(3).normal(size=(B, T, H)).astype("float32")
+    want = np.asarray(block(x))
+    attention = block.attention
+    for dense in (attention.query_dense, attention.value_dense):
+        dense.enable_lora(2)
+    np.testing.assert_allclose(block(x), want, atol=1e-6)
+    attention.query_dense.lora_kernel_b.assign(np.ones(attention.query_dense.lora_kernel_b.shape))
+    assert np.abs(np.asarray(block(x)) - want).max() > 1e-3  # the LoRA update is used
+    plain = BertTransformerLayer(hidden_size=H, num_attention_heads=N, intermediate_size=FFN,
+                                 hidden_dropout=0.0, attention_dropout=0.0)
+    want = np.asarray(plain(x))
+    plain.attention.output_dense.quantize("int8")
+    assert plain.attention.output_dense.quantization_mode == "int8"
+    np.testing.assert_allclose(plain(x), want, atol=0.05)

@@ -377,7 +377,7 @@ def test_mixed_bfloat16():
     assert block.intermediate_dense.compute_dtype == "bfloat16"
     assert block.attention.query_dense.compute_dtype == "bfloat16"
     assert block.attention_layer_norm.compute_dtype == "float32"
-    assert block.attention._softmax.compute_dtype == "float32"
+    assert block.attention.softmax_dtype == "float32"
     features = make_features(config, max_predictions=3)
     out = tf.nest.map_structure(lambda t: keras.backend.standardize_dtype(t.dtype),
                                 encoder(features))

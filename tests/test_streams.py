@@ -1,4 +1,4 @@
-"""tfbert/layers/streams.py: the stream-parallel inference form of BertTransformerLayer equals
+"""tfbert/export/streams.py: the stream-parallel inference form of BertTransformerLayer equals
 the layer (every mask and query form, 1-4 streams, float32 and mixed bfloat16), its graph
 holds S independent matmul chains that read only the cut weights, training is untouched, and
 bad settings say what is wrong. (Exports with cpu_streams: tests/test_export.py.)"""
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfbert.export.streams import StreamedBlock, split_streams, streamed
 from tfbert.layers import BertTransformerLayer
-from tfbert.layers.streams import StreamedBlock, split_streams, streamed
 
 B, T, H, N, INTER = 2, 12, 32, 4, 64
 
@@ -138,6 +138,18 @@ def test_only_the_named_layers_stream():
                             ).get_concrete_function(tf.TensorSpec([None, None, H])).graph
     # first: 12 stream matmuls; second (not streamed): Q, K, V, output, intermediate, output
     assert op_counts(graph)["MatMul"] == 12 + 6
+
+
+def test_the_layer_is_plain_again_after_the_block():
+    """streamed() binds each StreamedBlock as its layer's call only inside the `with` block."""
+    layer = block()
+    x, padding, _ = inputs()
+    with streamed([StreamedBlock(layer, 2)]):
+        assert "call" in vars(layer)
+    assert "call" not in vars(layer)
+    graph = tf.function(lambda x: layer(x, training=False)).get_concrete_function(
+        tf.TensorSpec([None, None, H])).graph
+    assert op_counts(graph)["MatMul"] == 6  # Q, K, V, output, intermediate, output
 
 
 def test_split_streams_finds_every_block():

@@ -25,34 +25,30 @@ from bench.bench_pretrain import (  # noqa: E402
     tfbert_step,
     torch_step,
 )
-from bench.common import in_stock_ops  # noqa: E402
+from bench.common import without_forms  # noqa: E402
 
 
 def _traced_with_stock(piece: str, make):
     """A maker whose model traces its train step with a stock Keras method put back in place of
-    tfbert's (the A side of an A/B): "attention" is keras MultiHeadAttention's own attention
-    math (the additive-mask-bias change), "dropout" keras.layers.Dropout's call (BertDropout),
-    "last-layer" the pretrainer's full functional graph (its last block on every position),
-    "feed-forward" keras Dense's own FFN path (no BiasAdd, so no fused MatMul + bias + GELU),
-    "attention-core" tfbert's attention traced inside stock_ops() (the scores and context as
-    keras's einsums, not the heads-first batch matmuls behind integer-bitcast swaps)."""
+    tfbert's (the A side of an A/B): "dropout" keras.layers.Dropout's own draw (tfbert.ops'
+    dropout_16bit off), "last-layer" the pretrainer's full functional graph (its last block on
+    every position), "feed-forward" keras Dense's own FFN path (no BiasAdd, so no fused MatMul +
+    bias + GELU), "attention-core" the attention traced with tfbert.ops' heads_first off (the
+    scores and context as keras einsums, not the heads-first batch matmuls behind
+    integer-bitcast swaps)."""
     def maker(batch):
-        import keras
-
-        from tfbert.layers.dropout import BertDropout
-        from tfbert.layers.transformer import BertSelfAttention, BertTransformerLayer
+        from tfbert.layers import BertDropout, BertSelfAttention, BertTransformerLayer
         from tfbert.models.encoder import FeatureDictModel
         from tfbert.models.pretrainer import BertPretrainer
 
         owner, name, stock = {
-            "attention": (BertSelfAttention, "_compute_attention",
-                          keras.layers.MultiHeadAttention._compute_attention),
-            "dropout": (BertDropout, "call", keras.layers.Dropout.call),
+            "dropout": (BertDropout, "call",
+                        without_forms(BertDropout.call, dropout_16bit=False)),
             "last-layer": (BertPretrainer, "call", FeatureDictModel.call),
             "feed-forward": (BertTransformerLayer, "_feed_forward",
                              lambda self, x: self.output_dense(self.intermediate_dense(x))),
-            "attention-core": (BertSelfAttention, "_compute_attention",
-                               in_stock_ops(BertSelfAttention._compute_attention)),
+            "attention-core": (BertSelfAttention, "call",
+                               without_forms(BertSelfAttention.call, heads_first=False)),
         }[piece]
         ours = getattr(owner, name)
         setattr(owner, name, stock)
@@ -72,9 +68,6 @@ MAKERS = {"tfbert": tfbert_step, "keras-hub": keras_hub_step, "pytorch": torch_s
           "tfbert-nojit-nodropout": lambda b: tfbert_step(b, jit_compile=False, dropout=0.0),
           "tfbert-jit": lambda b: tfbert_step(b, jit_compile=True),
           "keras-hub-nojit": lambda b: keras_hub_step(b, jit_compile=False),
-          "tfbert-stock-attention": _traced_with_stock("attention", tfbert_step),
-          "tfbert-nojit-stock-attention": _traced_with_stock(
-              "attention", lambda b: tfbert_step(b, jit_compile=False)),
           "tfbert-stock-dropout": _traced_with_stock("dropout", tfbert_step),
           "tfbert-keras-adamw": lambda b: tfbert_step(b, keras_adamw=True),
           "tfbert-stock-dropout-keras-adamw": _traced_with_stock(

@@ -3,20 +3,19 @@ default) as a serving signature calls it: a tf.function with jit_compile=True (X
 (TF graph + oneDNN), plus the XLA-off forward traced with one piece of tfbert's put back to the
 stock Keras form or changed experimentally. The serving A/Bs of docs/performance.md.
 
-- --stock_projections: keras MultiHeadAttention's EinsumDense projections (not 2-D matmuls);
+- --stock_projections: the attention's EinsumDense layers' own projections (not 2-D matmuls);
 - --stock_feed_forward: keras Dense's own feed-forward path (no fused bias + GELU);
 - --stock_layer_norm: keras LayerNormalization's ops (not the fused form), with and without XLA;
 - --stock_attention_core: the scores and context as keras's einsums (not heads-first batch
   matmuls behind integer-bitcast swaps), with and without XLA;
 - --full_last_layer: the last block at every position (not [CLS] only);
-- --fused_qkv: Q/K/V as one matmul on kernels concatenated in the call (experiment);
 - --packed_qkv_heads_first: Q/K/V from one kernel packed before tracing, the attention in the
   [B, N, T, D] layout (experiment);
 - --onnx: ONNX Runtime on the same weights.
 
     python -m bench.probes.ab_serve [--rounds 10] [--batch 1] [--stock_projections]
         [--stock_feed_forward] [--stock_layer_norm] [--stock_attention_core]
-        [--full_last_layer] [--fused_qkv] [--packed_qkv_heads_first] [--onnx]
+        [--full_last_layer] [--packed_qkv_heads_first] [--onnx]
 """
 
 from __future__ import annotations
@@ -28,42 +27,27 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench.bench_inference import SEQ, build_tfbert, make_inputs, torch_systems  # noqa: E402
-from bench.common import in_stock_ops, interleaved_medians  # noqa: E402
+from bench.common import interleaved_medians, without_forms  # noqa: E402
 
 
-def traced_with(model, spec, cls, attr: str, replacement, jit_compile: bool = False):
-    """The classifier forward as a tf.function traced while cls.attr is `replacement`."""
+def traced_with(model, spec, cls, attr: str, replacement, jit_compile: bool = False,
+                patches=()):
+    """The classifier forward as a tf.function traced while cls.attr is `replacement` (and each
+    (owner, attr, replacement) of `patches` too)."""
     import tensorflow as tf
 
     fn = tf.function(lambda x: model(x, training=False), input_signature=[spec],
                      jit_compile=jit_compile)
-    ours = getattr(cls, attr)
-    setattr(cls, attr, replacement)
+    patches = [(cls, attr, replacement), *patches]
+    ours = [getattr(owner, name) for owner, name, _ in patches]
+    for owner, name, new in patches:
+        setattr(owner, name, new)
     try:
-        fn.get_concrete_function()  # traced now, with the replacement
+        fn.get_concrete_function()  # traced now, with the replacements
     finally:
-        setattr(cls, attr, ours)
+        for (owner, name, _), old in zip(patches, ours, strict=True):
+            setattr(owner, name, old)
     return fn
-
-
-def _fused_qkv(self, query, key, value):
-    """Q, K and V of self-attention as one [B*T, H] x [H, 3*N*D] matmul on kernels concatenated
-    in the call (an experiment: the concat copies 3*H*N*D floats per call)."""
-    from keras import ops
-
-    from tfbert.layers.transformer import _linear_2d, _project_heads
-
-    denses = (self._query_dense, self._key_dense, self._value_dense)
-    if not (query is key is value):  # cross rows (the classifier's [CLS]-only last block)
-        return tuple(_project_heads(d, x) for d, x in zip(denses, (query, key, value), strict=True))
-    width, heads, head_size = denses[0].kernel.shape
-    kernel = ops.concatenate([ops.reshape(d.kernel, (width, heads * head_size))
-                              for d in denses], axis=1)
-    bias = ops.concatenate([ops.reshape(d.bias, (heads * head_size,)) for d in denses])
-    batch_shape = ops.shape(query)[:-1]
-    y = _linear_2d(ops.reshape(query, (-1, width)), kernel, bias)
-    return tuple(ops.reshape(part, (*batch_shape, heads, head_size))
-                 for part in ops.split(y, 3, axis=-1))
 
 
 _PACKED: dict[int, tuple] = {}  # id(attention layer) -> (Q|K|V kernel [H, 3ND], bias [3ND])
@@ -74,49 +58,48 @@ def _pack_qkv(model) -> None:
     experiment: what an export-time packed kernel would buy)."""
     import tensorflow as tf
 
-    from tfbert.layers.transformer import BertSelfAttention
+    from tfbert.layers import BertSelfAttention
 
     for layer in model._flatten_layers():
         if isinstance(layer, BertSelfAttention):
-            denses = (layer._query_dense, layer._key_dense, layer._value_dense)
+            denses = (layer.query_dense, layer.key_dense, layer.value_dense)
             width = denses[0].kernel.shape[0]
             _PACKED[id(layer)] = (
                 tf.constant(tf.concat([tf.reshape(d.kernel, (width, -1)) for d in denses], 1)),
                 tf.constant(tf.concat([tf.reshape(d.bias, (-1,)) for d in denses], 0)))
 
 
-def _heads_first_call(self, query, value, key=None, attention_mask=None, training=None,
-                      **unused):
+def _heads_first_call(self, query, value, attention_mask=None, training=None, **unused):
     """Self-attention with Q/K/V from one packed matmul, split in the [3, B, N, T, D] layout
     (one transpose) and the scores/context einsums in that layout (one transpose back)."""
     import tensorflow as tf
     from keras import ops
 
-    from tfbert.layers.transformer import _linear_2d, _project_heads
+    from tfbert.ops import linear_2d, project_heads
 
-    denses = (self._query_dense, self._key_dense, self._value_dense)
+    denses = (self.query_dense, self.key_dense, self.value_dense)
     width, heads, head_size = denses[0].kernel.shape
-    mask = self._compute_attention_mask(query, value, attention_mask=attention_mask)
+    mask = attention_mask
     if query is value:
         kernel, bias = _PACKED[id(self)]
         batch, length = tf.shape(query)[0], tf.shape(query)[1]
-        y = _linear_2d(tf.reshape(query, (-1, width)), kernel, bias)  # [B*T, 3ND]
+        y = linear_2d(tf.reshape(query, (-1, width)), kernel, bias)  # [B*T, 3ND]
         y = tf.transpose(tf.reshape(y, (batch, length, 3, heads, head_size)), (2, 0, 3, 1, 4))
         q, k, v = tf.split(y, 3, axis=0)
         q, k, v = q[0], k[0], v[0]  # [B, N, T, D]
     else:
-        q, k, v = (tf.transpose(_project_heads(d, x), (0, 2, 1, 3))
+        q, k, v = (tf.transpose(project_heads(d, x), (0, 2, 1, 3))
                    for d, x in zip(denses, (query, value, value), strict=True))
-    q = q * tf.cast(self._inverse_sqrt_key_dim, q.dtype)
+    q = q * tf.cast(self.scale, q.dtype)
     scores = tf.einsum("bntd,bnsd->bnts", q, k)
     if mask is not None:
         mask = ops.expand_dims(mask, 1)
         scores = scores + tf.where(tf.cast(mask, tf.bool), 0.0, -1e9)
     probs = tf.nn.softmax(scores, axis=-1)
     context = tf.transpose(tf.einsum("bnts,bnsd->bntd", probs, v), (0, 2, 1, 3))  # [B,T,N,D]
-    out_dense = self._output_dense
+    out_dense = self.output_dense
     batch_shape = tf.shape(context)[:-2]
-    out = _linear_2d(tf.reshape(context, (-1, heads * head_size)),
+    out = linear_2d(tf.reshape(context, (-1, heads * head_size)),
                      tf.reshape(out_dense.kernel, (heads * head_size, width)), out_dense.bias)
     return tf.reshape(out, tf.concat([batch_shape, [width]], 0))
 
@@ -126,13 +109,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--stock_projections", action="store_true",
-                        help="add the forward with keras MultiHeadAttention's projections")
+                        help="add the forward with the EinsumDense layers' own projections")
     parser.add_argument("--stock_feed_forward", action="store_true",
                         help="add the forward with keras Dense's own FFN path (no fused GELU)")
     parser.add_argument("--full_last_layer", action="store_true",
                         help="add the forward with the last block at every position")
-    parser.add_argument("--fused_qkv", action="store_true",
-                        help="add the forward with Q/K/V as one matmul on concatenated kernels")
     parser.add_argument("--stock_layer_norm", action="store_true",
                         help="add the forward with keras LayerNormalization's own ops")
     parser.add_argument("--stock_attention_core", action="store_true",
@@ -159,12 +140,11 @@ def main() -> None:
     x = {k: tf.constant(v) for k, v in make_inputs(args.batch).items()}
     plain = fns["jit_compile=False"]
     if args.stock_projections:
-        import keras
+        import tfbert.layers.attention as attention
 
-        from tfbert.layers.transformer import BertSelfAttention
-
+        own = lambda layer, x: layer(x)  # noqa: E731
         fns["jit_compile=False, stock projections"] = traced_with(
-            model, spec, BertSelfAttention, "call", keras.layers.MultiHeadAttention.call)
+            model, spec, attention, "project_heads", own, patches=[(attention, "merge_heads", own)])
     if args.stock_feed_forward:
         from tfbert.layers.transformer import BertTransformerLayer
 
@@ -177,11 +157,6 @@ def main() -> None:
 
         fns["jit_compile=False, full last layer"] = traced_with(
             model, spec, BertClassifier, "call", BertTask.call)
-    if args.fused_qkv:
-        from tfbert.layers.transformer import BertSelfAttention
-
-        fns["jit_compile=False, fused QKV"] = traced_with(
-            model, spec, BertSelfAttention, "_project_qkv", _fused_qkv)
     if args.stock_layer_norm:
         import keras
 
@@ -194,15 +169,14 @@ def main() -> None:
             fns[f"jit_compile={jit}, stock LayerNorm"] = traced_with(
                 model, spec, BertLayerNorm, "call", stock, jit_compile=jit)
     if args.stock_attention_core:
-        from tfbert.layers.transformer import BertSelfAttention
+        from tfbert.layers import BertSelfAttention
 
-        stock_core = in_stock_ops(BertSelfAttention._compute_attention)
+        stock_core = without_forms(BertSelfAttention.call, heads_first=False)
         for jit in (False, True):
             fns[f"jit_compile={jit}, stock attention core"] = traced_with(
-                model, spec, BertSelfAttention, "_compute_attention", stock_core,
-                jit_compile=jit)
+                model, spec, BertSelfAttention, "call", stock_core, jit_compile=jit)
     if args.packed_qkv_heads_first:
-        from tfbert.layers.transformer import BertSelfAttention
+        from tfbert.layers import BertSelfAttention
 
         _pack_qkv(model)
         fns["jit_compile=False, packed QKV heads-first"] = traced_with(

@@ -5,7 +5,7 @@ seq 128): where do the [B, T, N, D] <-> [B, N, T, D] transposes go, and what do 
 
 - `einsum`: Q/K/V as [T, N*D] matmuls reshaped to [B, T, N, D], the score and context as
   tf.einsum (one `_MklEinsum` op each).
-- `heads_first`: tfbert's form (tfbert/layers/transformer.py): the same projections, then
+- `heads_first`: tfbert's form (tfbert/ops/attention.py): the same projections, then
   `swap_axes_1_2` (integer-bitcast transposes) into [B, N, T, D] and batch matmuls, the key
   transposed inside the matmul.
 - `transposed`: every projection computed transposed, W^T x^T = [N*D, T], which is [N, D, T]
@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from bench.common import interleaved_medians, op_times
-from tfbert.layers.graph_forms import swap_axes_1_2
+from tfbert.ops import swap_axes_1_2
 
 H, N, T, LAYERS = 768, 12, 128, 12
 D = H // N

@@ -16,7 +16,7 @@ variants are timed round-robin. The 12-layer bert-base-chinese encoder stack, fl
 all layers at every position. `model`: tfbert's layers as a tf.function (the library's graph);
 `streams=1`: the hand-written forward below unsplit (the control: the same math as `model`);
 `streams=S`: split in S; `library streams=S`: tfbert's streamed form of the blocks
-(tfbert/layers/streams.py: separate Q, K and V kernels per stream, where `streams=S` packs them
+(tfbert/export/streams.py: separate Q, K and V kernels per stream, where `streams=S` packs them
 into one). Outputs are checked against `model` (max abs difference printed).
 """
 
@@ -49,12 +49,12 @@ def split_weights(layer, streams: int) -> list[dict]:
     import tensorflow as tf
 
     att = layer.attention
-    width, heads, size = att._query_dense.kernel.shape
+    width, heads, size = att.query_dense.kernel.shape
     per = heads // streams
     inter = layer.intermediate_dense.kernel.shape[1] // streams
-    q, k, v = (np.asarray(d.kernel) for d in (att._query_dense, att._key_dense, att._value_dense))
-    qb, kb, vb = (np.asarray(d.bias) for d in (att._query_dense, att._key_dense, att._value_dense))
-    wo = np.asarray(att._output_dense.kernel).reshape(heads * size, width)
+    q, k, v = (np.asarray(d.kernel) for d in (att.query_dense, att.key_dense, att.value_dense))
+    qb, kb, vb = (np.asarray(d.bias) for d in (att.query_dense, att.key_dense, att.value_dense))
+    wo = np.asarray(att.output_dense.kernel).reshape(heads * size, width)
     wi, bi = np.asarray(layer.intermediate_dense.kernel), np.asarray(layer.intermediate_dense.bias)
     w2 = np.asarray(layer.output_dense.kernel)
     parts = []
@@ -76,10 +76,10 @@ def stream_forward(layers, streams: int):
     each block split in `streams` (module docstring)."""
     import tensorflow as tf
 
-    from tfbert.layers.graph_forms import swap_axes_1_2
+    from tfbert.ops import swap_axes_1_2
 
     weights = [split_weights(layer, streams) for layer in layers]
-    heads = layers[0].attention._num_heads // streams
+    heads = layers[0].attention.num_heads // streams
     size = layers[0].attention._key_dim
 
     def block(layer, parts, x, bias):  # x [B*T, H]
@@ -93,7 +93,7 @@ def stream_forward(layers, streams: int):
             context = swap_axes_1_2(tf.matmul(tf.nn.softmax(scores), v))  # [B, T, h, D]
             partials.append(tf.matmul(tf.reshape(context, (-1, heads * size)), p["out"]))
         x = layer.attention_layer_norm(
-            tf.nn.bias_add(tf.add_n(partials), layer.attention._output_dense.bias) + x)
+            tf.nn.bias_add(tf.add_n(partials), layer.attention.output_dense.bias) + x)
         partials = []
         for p in parts:
             h = layer.intermediate_dense.activation(
@@ -140,8 +140,8 @@ def child(model_dir: str, reps: int, batch: int, tokens: int,
         if name.startswith("streams="):
             fn = stream_forward(layers, int(name.split("=")[1]))
             fns[name] = lambda fn=fn: fn(x, bias)
-        if name.startswith("library streams="):  # tfbert/layers/streams.py, as exported
-            from tfbert.layers.streams import split_streams, streamed
+        if name.startswith("library streams="):  # tfbert/export/streams.py, as exported
+            from tfbert.export.streams import split_streams, streamed
 
             blocks = split_streams(model, int(name.split("=")[1]))
             fn = tf.function(lambda x: library.python_function(x))

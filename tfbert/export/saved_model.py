@@ -59,8 +59,8 @@ import tensorflow as tf
 
 from tfbert.errors import UserError
 from tfbert.export.layout import EXPORT_RECORD, version_folder, write_version
+from tfbert.export.streams import split_streams, streamed
 from tfbert.fileio import write_json
-from tfbert.layers.streams import split_streams, streamed
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class ExportSpec:
             (NER logits, QA start/end logits, encoder sequence_output) read 0 at the positions
             cut off. False runs every request at the full T.
         cpu_streams: int. S > 1 cuts every transformer block's inference work into S streams
-            that TensorFlow's inter-op threads run side by side (tfbert/layers/streams.py):
+            that TensorFlow's inter-op threads run side by side (tfbert/export/streams.py):
             for latency on CPU, served with one intra-op thread and S inter-op threads (TF
             Serving: `--tensorflow_intra_op_parallelism=1
             --tensorflow_inter_op_parallelism=S`; in Python, tf.config.threading before the

@@ -340,11 +340,11 @@ def convert(module: tf.Module, quantization: str, custom_ops: bool) -> bytes:
     if quantization not in QUANTIZATIONS:
         raise UserError(f"tflite.py: quantization {quantization!r} is not one of "
                         f"{QUANTIZATIONS}")
-    from tfbert.layers.graph_forms import stock_ops
+    from tfbert.ops import use_forms
 
-    # keras's own ops, not the TensorFlow graph forms of the SavedModel (graph_forms.py): the
+    # keras's own ops, not the TensorFlow graph forms of the SavedModel (tfbert/ops): the
     # converter would decompose the fused LayerNorm into more ops, and a larger int8 file.
-    with tempfile.TemporaryDirectory() as tmp, stock_ops():
+    with tempfile.TemporaryDirectory() as tmp, use_forms("stock"):
         tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
         converter = tf.lite.TFLiteConverter.from_saved_model(tmp)
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]

@@ -11,10 +11,10 @@ residual) before each LayerNorm. Same arithmetic, summed in a different order (t
 copy them per call); an export with streams stores those in place of the blocks' kernels.
 
 It pays only with one intra-op and S inter-op threads (TF Serving:
-`--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=S`). Measured at batch 1,
-bert-base, 2 cores: 90.5 ms against 109.4 ms for the plain graph and 94.7 ms for ONNX Runtime;
-with the default pools no faster than the plain graph (docs/performance.md, "cpu_streams for
-batch-1 serving").
+`--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=S`); with the default
+pools it is no faster than the plain graph (docs/performance.md, "cpu_streams for batch-1
+serving"). The export applies it by tracing the model inside `streamed(blocks)`; the layers
+themselves have no notion of streams.
 
 Shape legend: B = batch, T = keys (sequence length), Q = query rows (T, or the positions of
 `query_positions`), H = hidden size, N = heads, D = head size, I = intermediate size,
@@ -24,18 +24,14 @@ S = streams, h = N / S heads per stream.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import keras
 import numpy as np
 
-from tfbert.layers.graph_forms import swap_axes_1_2
 from tfbert.layers.heads import gather_positions
-
-_ACTIVE: contextvars.ContextVar[dict[int, StreamedBlock] | None] = contextvars.ContextVar(
-    "tfbert_streams", default=None)
+from tfbert.ops import linear_2d, swap_axes_1_2
 
 
 class StreamedBlock:
@@ -66,27 +62,26 @@ class StreamedBlock:
         import tensorflow as tf
 
         att = layer.attention
-        denses = (att._query_dense, att._key_dense, att._value_dense, att._output_dense,
+        denses = (att.query_dense, att.key_dense, att.value_dense, att.output_dense,
                   layer.intermediate_dense, layer.output_dense)
         if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
             raise ValueError(f"{layer.name}: streams must be a positive int, got {streams!r}")
-        width, heads, size = att._query_dense.kernel.shape
+        width, heads, size = att.query_dense.kernel.shape
         inter = layer.intermediate_size
         if heads % streams or inter % streams:
             raise ValueError(f"{layer.name}: {streams} streams must divide the {heads} attention "
                              f"heads and the intermediate size {inter}")
         if any(d.bias is None for d in denses):
             raise ValueError(f"{layer.name}: the streamed form needs every projection's bias")
-        if any(getattr(d, "lora_enabled", False) or getattr(d, "quantization_mode", None)
-               for d in denses) or att._use_gate or tuple(att._attention_axes) != (1,):
-            raise ValueError(f"{layer.name}: LoRA, quantized, gated or multi-axis attention "
-                             "layers have no streamed form; export without streams")
+        if any(d.lora_enabled or d.quantization_mode is not None for d in denses):
+            raise ValueError(f"{layer.name}: LoRA or quantized layers have no streamed form; "
+                             "export without streams")
         self.layer, self.streams = layer, streams
         self.heads, self.head_size = heads // streams, size
         value = keras.ops.convert_to_numpy
         q, k, v = (value(d.kernel) for d in denses[:3])  # [H, N, D]
         qb, kb, vb = (value(d.bias) for d in denses[:3])  # [N, D]
-        out = value(att._output_dense.kernel).reshape(heads * size, width)  # [N D, H]
+        out = value(att.output_dense.kernel).reshape(heads * size, width)  # [N D, H]
         wi, bi = value(layer.intermediate_dense.kernel), value(layer.intermediate_dense.bias)
         wo = value(layer.output_dense.kernel)  # [I, H]
         per, cols = heads // streams, inter // streams
@@ -108,6 +103,15 @@ class StreamedBlock:
         self.replaced = [d.kernel for d in denses] + [d.bias for d in denses[:3]] + [
             layer.intermediate_dense.bias]
 
+    def layer_call(self, x, attention_mask=None, training=None, return_attention_probs=False,
+                   query_positions=None):
+        """The layer's call (same arguments): streamed at inference, the layer's own otherwise."""
+        if training or return_attention_probs:
+            return type(self.layer).call(
+                self.layer, x, attention_mask=attention_mask, training=training,
+                return_attention_probs=return_attention_probs, query_positions=query_positions)
+        return self(x, attention_mask, query_positions)
+
     @property
     def variables(self) -> list[Any]:
         return [v for part in self.parts for v in part.values()]
@@ -115,8 +119,6 @@ class StreamedBlock:
     def __call__(self, x, attention_mask=None, query_positions=None):
         """The layer's inference output ([B, Q, H]) for the layer's call arguments."""
         import tensorflow as tf
-
-        from tfbert.layers.transformer import _linear_2d
 
         layer, att = self.layer, self.layer.attention
         dtype = att.compute_dtype  # the matmuls' dtype (bfloat16 under mixed precision)
@@ -136,21 +138,21 @@ class StreamedBlock:
         first = lambda bias, i: bias if i == 0 else None
         partials = []
         for i, part in enumerate(self.parts):
-            q = to_heads(_linear_2d(queries, part["query"], part["query_bias"]), query_heads)
-            k = to_heads(_linear_2d(keys_2d, part["key"], part["key_bias"]), key_heads)
-            v = to_heads(_linear_2d(keys_2d, part["value"], part["value_bias"]), key_heads)
+            q = to_heads(linear_2d(queries, part["query"], part["query_bias"]), query_heads)
+            k = to_heads(linear_2d(keys_2d, part["key"], part["key_bias"]), key_heads)
+            v = to_heads(linear_2d(keys_2d, part["value"], part["value_bias"]), key_heads)
             scores = tf.matmul(q, k, transpose_b=True)  # [B, h, Q, T]
-            scores = tf.cast(scores * tf.cast(att._inverse_sqrt_key_dim, dtype), tf.float32)
+            scores = tf.cast(scores * tf.cast(att.scale, dtype), tf.float32)
             probs = tf.nn.softmax(scores if bias is None else scores + bias)
             context = swap_axes_1_2(tf.matmul(tf.cast(probs, dtype), v))  # [B, Q, h, D]
-            partials.append(_linear_2d(tf.reshape(context, (-1, self.heads * self.head_size)),
+            partials.append(linear_2d(tf.reshape(context, (-1, self.heads * self.head_size)),
                                        part["attention_output"],
-                                       first(att._output_dense.bias, i)))  # [B Q, H]
+                                       first(att.output_dense.bias, i)))  # [B Q, H]
         attended = _join(partials, query_2d)
         h = layer.attention_layer_norm(attended)  # [B Q, H]
         h_in = tf.cast(h, dtype)
         activation = layer.intermediate_dense.activation
-        partials = [_linear_2d(activation(_linear_2d(h_in, part["intermediate"],
+        partials = [linear_2d(activation(linear_2d(h_in, part["intermediate"],
                                                      part["intermediate_bias"])),
                                part["output"], first(layer.output_dense.bias, i))
                     for i, part in enumerate(self.parts)]
@@ -173,7 +175,8 @@ def _join(partials, residual):
 
 
 def split_streams(model: Any, streams: int) -> list[StreamedBlock]:
-    """A StreamedBlock for every BertTransformerLayer in `model` (any tfbert model).
+    """A StreamedBlock for every BertTransformerLayer of `model` (a BertEncoder or a task model
+    wrapping one).
 
     Example:
     >>> from tfbert.config import BertConfig
@@ -183,10 +186,8 @@ def split_streams(model: Any, streams: int) -> list[StreamedBlock]:
     >>> len(split_streams(BertEncoder(config), 2))
     2
     """
-    from tfbert.layers.transformer import BertTransformerLayer
-
-    return [StreamedBlock(layer, streams) for layer in model._flatten_layers()
-            if isinstance(layer, BertTransformerLayer)]
+    encoder = getattr(model, "encoder", model)  # task models wrap one BertEncoder
+    return [StreamedBlock(layer, streams) for layer in encoder.transformer_layers]
 
 
 @contextlib.contextmanager
@@ -194,16 +195,18 @@ def streamed(blocks: Sequence[StreamedBlock]) -> Iterator[None]:
     """Within the block, the layers of `blocks` run (and trace) their streamed form at inference
     (training calls and calls that return attention probabilities keep the plain form).
 
+    Each block's StreamedBlock is bound as its layer's `call` for the duration, and the layer's
+    own call is restored after: the layer itself has no notion of streams.
+
     Example: see StreamedBlock.
     """
-    token = _ACTIVE.set({id(block.layer): block for block in blocks})
+    layers = [block.layer for block in blocks]
+    if len({id(layer) for layer in layers}) != len(layers):
+        raise ValueError("streamed(): two StreamedBlocks for the same layer")
+    for block in blocks:
+        block.layer.call = block.layer_call
     try:
         yield
     finally:
-        _ACTIVE.reset(token)
-
-
-def active_block(layer: Any) -> StreamedBlock | None:
-    """The StreamedBlock that `streamed()` made active for `layer`, if any."""
-    blocks = _ACTIVE.get()
-    return None if blocks is None else blocks.get(id(layer))
+        for layer in layers:
+            del layer.call  # back to the class's call
