@@ -27,10 +27,17 @@ _LAZY = {
     "save_pretrained": "tfbert.checkpoints",
 }
 
+# Subpackages and modules reachable as attributes (`tfbert.data.pretraining_dataset(...)`),
+# imported on first use like the names above.
+_SUBMODULES = ("checkpoints", "config", "data", "errors", "evaluation", "export", "fileio",
+               "layers", "models", "ops", "params", "tasks", "text", "textfiles", "training")
+
 __all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"tfbert.{name}")
     if name not in _LAZY:
         raise AttributeError(f"module 'tfbert' has no attribute {name!r}")
     value = getattr(importlib.import_module(_LAZY[name]), name)
@@ -39,4 +46,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_LAZY))
+    return sorted(list(globals()) + list(_LAZY) + list(_SUBMODULES))

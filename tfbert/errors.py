@@ -55,7 +55,7 @@ def run_cli(main: Callable[..., Any], *args: Any, prog: str | None = None) -> An
             raise
         name = prog or os.path.basename(sys.argv[0] or "tfbert")
         message = str(e).strip() or type(e).__name__
-        if isinstance(e, OSError) and e.filename and str(e.filename) not in message:
-            message = f"{e.filename}: {e.strerror or message}"
+        if isinstance(e, OSError) and e.filename and e.strerror:  # "[Errno 2] ...: 'x'"
+            message = f"{e.filename}: {e.strerror}"
         print(f"{name}: error: {message}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
