@@ -468,6 +468,7 @@ def test_tflite_ids_model_fails_on_bad_input(tflite_export, loaded, chinese_voca
                           {"text": np.array([[b"a", b"b"]], object)})
 
 
+@pytest.mark.slow  # converts a text TFLite model (the pair form), ~8 s
 def test_tflite_pair_text_model(model_dir, chinese_vocab_file, tmp_path):
     """A sentence-pair text model converts, packs like the reference, and fails (at prepare, in
     the packer's GATHER) on a text_b count that differs from text's."""
