@@ -52,6 +52,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -222,14 +223,13 @@ class BertServingModule(tf.Module):
 
     def _serve_ids(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         inputs = {name: tf.cast(inputs[name], tf.int32) for name in ID_INPUTS}
-        inputs = enforce(inputs, id_input_checks(inputs, self._spec.seq_length,
-                                                 self._objects.id_ranges))
+        inputs = enforce(inputs, id_input_checks(self._spec.seq_length, self._objects.id_ranges))
         return self._decode(inputs, self._run_model(inputs), chars=None)
 
     def _serve_text(self, text: tf.Tensor, text_b: tf.Tensor | None = None
                     ) -> dict[str, tf.Tensor]:
         strings = {"text": text} if text_b is None else {"text": text, "text_b": text_b}
-        strings = enforce(strings, text_input_checks(strings))
+        strings = enforce(strings, text_input_checks(text_b is not None))
         text, text_b = strings["text"], strings.get("text_b")
         text = _valid_utf8(text)
         text_b = None if text_b is None else _valid_utf8(text_b)
@@ -416,38 +416,48 @@ class BertServingModule(tf.Module):
 
 # --- input checks ----------------------------------------------------------------------------
 
-# A check: (holds: bool scalar, message template with {} per value, values). The checks of a
-# stage run only after the previous stage's passed, so a bad shape is reported as such.
+# A check: (holds: bool scalar, message template with {} per value, values). A stage is a
+# function from the tensors to its checks; enforce calls each stage on tensors that exist only
+# once the previous stage's checks held, so no op of a later stage (a reduction over axes a
+# bad shape lacks, say) can run, and fail with TensorFlow's own message, before them.
 Check = tuple[tf.Tensor, str, list[tf.Tensor]]
+Stage = Callable[[dict[str, tf.Tensor]], list[Check]]
 
 
-def id_input_checks(inputs: dict[str, tf.Tensor], seq_length: int,
-                    ranges: dict[str, int]) -> list[list[Check]]:
+def id_input_checks(seq_length: int, ranges: dict[str, int]) -> list[Stage]:
     """serve_ids' contract in two stages: shapes [B, T] alike, then values in range.
 
     Args:
-        inputs: {"input_ids", "input_mask", "segment_ids": int32 tensors of any shape}.
         seq_length: int. T.
         ranges: {name: n}: the input's values must lie in [0, n) (vocab_size,
             type_vocab_size, 2 for the mask).
+
+    The stages take {"input_ids", "input_mask", "segment_ids": int32 tensors of any shape}.
     """
-    shapes = []
-    for name in ID_INPUTS:
-        shape = tf.shape(inputs[name])
-        holds = tf.equal(_rank(inputs[name]), 2) & tf.reduce_all(
-            tf.equal(shape[1:], seq_length))  # (shape[1:] is empty below rank 2)
-        shapes.append((holds, f"{name} has shape {{}}, expected [B, {seq_length}]", [shape]))
-    sizes = [tf.size(inputs[name]) for name in ID_INPUTS]
-    shapes.append((tf.equal(sizes[0], sizes[1]) & tf.equal(sizes[0], sizes[2]),
-                   "input_ids, input_mask and segment_ids have shapes {}, {} and {}; they must "
-                   "have the same shape", [tf.shape(inputs[name]) for name in ID_INPUTS]))
-    values = []
-    for name in ("input_ids", "segment_ids", "input_mask"):
-        low, high = tf.reduce_min(inputs[name]), tf.reduce_max(inputs[name])  # (no error if empty)
-        n = ranges[name]
-        allowed = "not 0 or 1" if name == "input_mask" else f"outside [0, {n})"
-        values.append(((low >= 0) & (high < n), f"{name} holds {{}}, {allowed}",
-                       [tf.where(high >= n, high, low)]))
+    def shapes(inputs: dict[str, tf.Tensor]) -> list[Check]:
+        checks = []
+        for name in ID_INPUTS:
+            shape = tf.shape(inputs[name])
+            holds = tf.equal(_rank(inputs[name]), 2) & tf.reduce_all(
+                tf.equal(shape[1:], seq_length))  # (shape[1:] is empty below rank 2)
+            checks.append((holds, f"{name} has shape {{}}, expected [B, {seq_length}]", [shape]))
+        sizes = [tf.size(inputs[name]) for name in ID_INPUTS]
+        checks.append((tf.equal(sizes[0], sizes[1]) & tf.equal(sizes[0], sizes[2]),
+                       "input_ids, input_mask and segment_ids have shapes {}, {} and {}; they "
+                       "must have the same shape", [tf.shape(inputs[name]) for name in ID_INPUTS]))
+        return checks
+
+    def values(inputs: dict[str, tf.Tensor]) -> list[Check]:
+        checks = []
+        for name in ("input_ids", "segment_ids", "input_mask"):
+            flat = tf.reshape(inputs[name], [-1])  # (reduce over what was fed, not the spec)
+            low, high = tf.reduce_min(flat), tf.reduce_max(flat)  # (no error if empty)
+            n = ranges[name]
+            allowed = "not 0 or 1" if name == "input_mask" else f"outside [0, {n})"
+            checks.append(((low >= 0) & (high < n), f"{name} holds {{}}, {allowed}",
+                           [tf.where(high >= n, high, low)]))
+        return checks
+
     return [shapes, values]
 
 
@@ -458,15 +468,18 @@ def id_ranges(model: Any, spec: ExportSpec) -> dict[str, int]:
             "input_mask": 2}
 
 
-def text_input_checks(strings: dict[str, tf.Tensor]) -> list[list[Check]]:
+def text_input_checks(has_text_b: bool) -> list[Stage]:
     """serving_default's contract: `text` (and `text_b`) rank 1, as many of each."""
-    ranks = [(tf.equal(_rank(x), 1), f"{name} has shape {{}}, expected [B] (one string per "
-              "example)", [tf.shape(x)]) for name, x in strings.items()]
-    if "text_b" not in strings:
-        return [ranks]
-    a, b = tf.size(strings["text"]), tf.size(strings["text_b"])
-    return [ranks, [(tf.equal(a, b), "text has {} strings and text_b {}: text and text_b must "
-                     "have the same number of strings", [a, b])]]
+    def ranks(strings: dict[str, tf.Tensor]) -> list[Check]:
+        return [(tf.equal(_rank(x), 1), f"{name} has shape {{}}, expected [B] (one string per "
+                 "example)", [tf.shape(x)]) for name, x in strings.items()]
+
+    def counts(strings: dict[str, tf.Tensor]) -> list[Check]:
+        a, b = tf.size(strings["text"]), tf.size(strings["text_b"])
+        return [(tf.equal(a, b), "text has {} strings and text_b {}: text and text_b must "
+                 "have the same number of strings", [a, b])]
+
+    return [ranks, counts] if has_text_b else [ranks]
 
 
 def _rank(x: tf.Tensor) -> tf.Tensor:
@@ -475,16 +488,15 @@ def _rank(x: tf.Tensor) -> tf.Tensor:
     return tf.raw_ops.Rank(input=x)
 
 
-def enforce(tensors: dict[str, tf.Tensor], stages: list[list[Check]]) -> dict[str, tf.Tensor]:
+def enforce(tensors: dict[str, tf.Tensor], stages: list[Stage]) -> dict[str, tf.Tensor]:
     """`tensors`, passed on only after every check held (tf.debugging.Assert, stage by stage);
     a failed check raises InvalidArgumentError "assertion failed: [MESSAGE]"."""
-    asserts: list[tf.Operation] = []
     for stage in stages:
+        asserts = [tf.debugging.Assert(holds, [tf.strings.format(message, values)])
+                   for holds, message, values in stage(tensors)]
         with tf.control_dependencies(asserts):
-            asserts = [tf.debugging.Assert(holds, [tf.strings.format(message, values)])
-                       for holds, message, values in stage]
-    with tf.control_dependencies(asserts):
-        return {name: tf.identity(x) for name, x in tensors.items()}
+            tensors = {name: tf.identity(x) for name, x in tensors.items()}
+    return tensors
 
 
 # --- graph helpers ---------------------------------------------------------------------------
