@@ -101,7 +101,7 @@ def main() -> None:
                    if e.get("inputs") == "text" and e.get("quantization") == "float32"]
     if text_tflite:
         from tfbert.checkpoints import read_metadata
-        from tfbert.export.tflite import run_text_tflite
+        from tfbert.export.tflite_eval import run_text_tflite
 
         names = read_metadata(model_dir)["labels"]
         tflite_probs = run_text_tflite(text_tflite[0]["path"], SENTENCES)

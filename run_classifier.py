@@ -26,10 +26,10 @@ from absl import app, flags
 import common_flags
 from tfbert.tasks.classifier import ClassifierConfig, run_classifier
 
-_D = ClassifierConfig(output_dir="unused", task_name="sentiment")  # the defaults
+_D = ClassifierConfig(output_dir="unused", task_name="sentiment")  # defaults of its own flags
 
 common_flags.define_finetune_flags(
-    _D, train_help="Training data: TSV, CSV or JSONL (text, label[, text_b]).",
+    ClassifierConfig, train_help="Training data: TSV, CSV or JSONL (text, label[, text_b]).",
     dev_help="Dev data, scored after every epoch (best epoch kept).",
     test_help="Test data (labels optional: predictions only).")
 flags.DEFINE_enum("task_name", None, ["sentiment"], "Built-in task (the default when no file "

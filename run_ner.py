@@ -24,12 +24,12 @@ from absl import app, flags
 import common_flags
 from tfbert.tasks.ner import BUILTIN_TASKS, NerConfig, run_ner
 
-_D = NerConfig(output_dir="unused", task_name="people_daily")  # the defaults
+_D = NerConfig(output_dir="unused", task_name="people_daily")  # defaults of its own flags
 
 common_flags.define_finetune_flags(
-    _D, train_help="Training data, CoNLL-style (token<TAB>tag).",
+    NerConfig, train_help="Training data, CoNLL-style (token<TAB>tag).",
     dev_help="Dev data, scored after every epoch (best epoch kept).",
-    test_help="Test data, scored and predicted.", unit="sentences")
+    test_help="Test data, scored and predicted.")
 flags.DEFINE_enum("task_name", None, list(BUILTIN_TASKS), "Built-in data (the default when no "
                   "file is given): People's Daily 1998-01, PER/LOC/ORG.")
 flags.DEFINE_bool("char_level", _D.char_level, "CoNLL files hold one character per line of "

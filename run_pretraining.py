@@ -30,41 +30,8 @@ from absl import app, flags
 import common_flags
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
 
-_D = PretrainConfig()  # the defaults of the built-in run
-
-common_flags.define_model_flags(max_seq_length=_D.max_seq_length)
-common_flags.define_training_flags(
-    output_dir=_D.output_dir, train_batch_size=_D.train_batch_size,
-    eval_batch_size=_D.eval_batch_size, learning_rate=_D.learning_rate, optimizer=_D.optimizer,
-    weight_decay=_D.weight_decay, save_checkpoints_steps=_D.save_checkpoints_steps,
-    keep_checkpoint_max=_D.keep_checkpoint_max, log_steps=_D.log_steps, seed=_D.seed)
-common_flags.define_step_flags(num_train_steps=_D.num_train_steps,
-                               num_warmup_steps=_D.num_warmup_steps)
-common_flags.define_runtime_flags(mixed_precision=_D.mixed_precision)
-flags.DEFINE_string("input_file", None, "Pretraining TFRecords from create_pretraining_data.py "
-                    "(globs, comma-separated). Default: the built-in Chinese corpus.")
-flags.DEFINE_string("eval_input_file", None, "TFRecords scored at the end of every loop.")
-flags.DEFINE_integer("max_eval_steps", _D.max_eval_steps, "Eval batches per evaluation.",
-                     lower_bound=1)
-flags.DEFINE_integer("max_predictions_per_seq", _D.max_predictions_per_seq,
-                     "Masked-LM predictions per sequence.", lower_bound=1)
-flags.DEFINE_float("masked_lm_prob", _D.masked_lm_prob, "Share of tokens to mask.")
-flags.DEFINE_bool("whole_word_mask", _D.whole_word_mask, "Mask whole words (jieba words for "
-                  "Chinese; records need word starts, see create_pretraining_data.py).")
-flags.DEFINE_enum("position_embedding_init", _D.position_embedding_init,
-                  ["random", "sinusoidal"], "A fresh model's position table: BERT's truncated "
-                  "normal, or sinusoids scaled to the same spread (leaves the masked-LM plateau "
-                  "sooner).")
-flags.DEFINE_bool("skip_corrupt", _D.skip_corrupt, "Train without the unreadable rest of a "
-                  "corrupt or truncated shard (every shard is checked before the model is "
-                  "built; what is skipped goes to the log and pretrain_results.json) instead of "
-                  "refusing to start.")
-flags.DEFINE_bool("allow_changed_settings", _D.allow_changed_settings, "Resume although a data "
-                  "setting the exact replay depends on (input files, vocab, max_seq_length, "
-                  "masking, seed, batch size) differs from the checkpointed run's; the change "
-                  "is recorded in pretrain_config.json.")
-flags.DEFINE_string("cache_dir", _D.cache_dir, "Cache for the built-in data.")
-flags.adopt_module_key_flags(common_flags)  # list the shared flags in --help too
+common_flags.define_config_flags(PretrainConfig)  # one flag per field, its defaults and help
+flags.adopt_module_key_flags(common_flags)  # list them in --help too
 
 
 def main(argv: list[str]) -> None:

@@ -29,13 +29,13 @@ from absl import app, flags
 import common_flags
 from tfbert.tasks.squad import SquadConfig, run_squad
 
-_D = SquadConfig(output_dir="unused")  # the defaults
+_D = SquadConfig(output_dir="unused")  # defaults of its own flags
 
 common_flags.define_finetune_flags(
-    _D, train_help="SQuAD-format training JSON (v1.1, v2.0 or CMRC2018). Without any data file: "
-    "the built-in People's Daily QA set.",
+    SquadConfig, train_help="SQuAD-format training JSON (v1.1, v2.0 or CMRC2018). Without any "
+    "data file: the built-in People's Daily QA set.",
     dev_help="SQuAD-format dev JSON, scored after every epoch (the best epoch by F1 is kept).",
-    test_help="SQuAD-format test JSON (answers optional: predictions only).", unit="questions")
+    test_help="SQuAD-format test JSON (answers optional: predictions only).")
 flags.DEFINE_alias("predict_file", "dev_file")  # the name in Google's run_squad.py
 # Extractive QA.
 flags.DEFINE_integer("doc_stride", _D.doc_stride, "Word pieces between the starts of "

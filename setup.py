@@ -6,6 +6,9 @@ setup(
     description="BERT for TensorFlow 2 / Keras 3: vocab, pretraining data, pretraining, "
                 "fine-tuning, SavedModel and TFLite export",
     packages=find_packages(include=["tfbert", "tfbert.*"]),
+    # Tables read with importlib.resources (op registries of TF Serving releases, the
+    # tokenizer's Unicode classes), written by the scripts in data_tools/.
+    package_data={"tfbert.export": ["data/*.txt"], "tfbert.text": ["data/*.txt"]},
     python_requires=">=3.10,<3.13",
     install_requires=[
         "tensorflow>=2.21,<2.22",

@@ -20,6 +20,7 @@ from tfbert import checkpoints
 from tfbert.checkpoints import google, hf, names
 from tfbert.checkpoints.canonical import CheckpointError
 from tfbert.config import BertConfig
+from tfbert.models import weights as model_weights
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 TINY = os.path.join(DATA, "tiny_pretraining")  # a random BertForPreTraining saved by transformers
@@ -380,12 +381,10 @@ def _tiny_encoder():
 
 
 def test_from_pretrained_copies_every_weight():
-    from tfbert.checkpoints import keras_model
-
     checkpoint = checkpoints.read_checkpoint(TINY)
     encoder = tfbert.from_pretrained(TINY)
     assert isinstance(encoder, tfbert.BertEncoder) and encoder.config == checkpoint.config
-    round_trip = keras_model.to_checkpoint(encoder).weights
+    round_trip = model_weights.to_checkpoint(encoder).weights
     encoder_names = {k for k in checkpoint.weights if names.is_encoder(k)}
     assert set(round_trip) == encoder_names
     for key in encoder_names:

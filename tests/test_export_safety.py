@@ -25,7 +25,7 @@ from test_export import SEQ, tiny_model
 
 import tfbert
 from tfbert.errors import UserError
-from tfbert.export import export_model, layout, tflite
+from tfbert.export import export_model, layout, tflite, tflite_text
 from tfbert.export.__main__ import main
 from tfbert.export.layout import EXPORT_RECORD, TFLITE_RECORD, is_tfbert_export
 
@@ -515,8 +515,8 @@ def test_drop_invalid_utf8_matches_python_decoding():
     texts = [bytes(rng.choice(alphabet, rng.integers(0, 24)).tolist()) for _ in range(400)]
     texts += [bytes(rng.integers(0, 256, 16).tolist()) for _ in range(100)]
     texts += [b"a\x80" * 300]  # more stretches than UTF8_STRETCHES
-    got = tf.function(tflite.drop_invalid_utf8)(tf.constant(texts)).numpy().tolist()
+    got = tf.function(tflite_text.drop_invalid_utf8)(tf.constant(texts)).numpy().tolist()
     want = [t.decode("utf-8", errors="replace").replace("\ufffd", "").encode() for t in texts]
     assert got[:-1] == want[:-1]
-    kept = tflite.UTF8_STRETCHES - 1
+    kept = tflite_text.UTF8_STRETCHES - 1
     assert got[-1] == b"a" * (kept + 1) + b"\x80a" * (300 - kept - 1)  # the rest as it was

@@ -345,16 +345,14 @@ def test_span_labeler(tmp_path):
     np.testing.assert_allclose(out["end_logits"], expected[..., 1], atol=1e-5)
 
 
-def test_from_pretrained_delegates_to_checkpoints(monkeypatch):
-    from tfbert import checkpoints
+def test_from_pretrained_delegates_to_the_loader(monkeypatch):
+    from tfbert.models import pretrained
 
     calls = []
-    monkeypatch.setattr(checkpoints, "model_from_pretrained",
-                        lambda cls, path, **kw: calls.append((cls, path, kw)) or "model",
-                        raising=False)
-    monkeypatch.setattr(checkpoints, "from_pretrained",
-                        lambda path, **kw: calls.append((None, path, kw)) or "encoder",
-                        raising=False)
+    monkeypatch.setattr(pretrained, "model_from_pretrained",
+                        lambda cls, path, **kw: calls.append((cls, path, kw)) or "model")
+    monkeypatch.setattr(pretrained, "from_pretrained",
+                        lambda path, **kw: calls.append((None, path, kw)) or "encoder")
     assert BertClassifier.from_pretrained("ckpt", num_classes=3) == "model"
     assert BertSpanLabeler.from_pretrained("ckpt") == "model"
     assert BertEncoder.from_pretrained("ckpt") == "encoder"

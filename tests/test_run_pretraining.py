@@ -19,7 +19,8 @@ import pytest
 import tensorflow as tf
 from model_test_utils import NaNWeightsAt
 
-from tfbert.training import pretrain
+from tfbert.config import BertConfig
+from tfbert.training import builtin_data, pretrain, reports, runtime
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -64,16 +65,14 @@ def _config(data, output_dir, **overrides) -> PretrainConfig:
 
 
 def test_auto_precision_follows_the_hardware(monkeypatch):
-    from tfbert.training import pretrain
-
-    monkeypatch.setattr(pretrain.tf.config, "list_physical_devices", lambda kind=None: [])
-    monkeypatch.setattr(pretrain.tf.config, "list_logical_devices", lambda kind=None: [])
+    monkeypatch.setattr(runtime.tf.config, "list_physical_devices", lambda kind=None: [])
+    monkeypatch.setattr(runtime.tf.config, "list_logical_devices", lambda kind=None: [])
     for name in ("float32", "bfloat16", "float16"):
-        assert pretrain.resolve_precision(name) == name
-    monkeypatch.setattr(pretrain, "_cpu_flags", lambda: {"avx512f", "amx_bf16", "amx_tile"})
-    assert pretrain.resolve_precision("auto") == "bfloat16"
-    monkeypatch.setattr(pretrain, "_cpu_flags", lambda: {"avx512f", "avx2"})
-    assert pretrain.resolve_precision("auto") == "float32"
+        assert runtime.resolve_precision(name) == name
+    monkeypatch.setattr(runtime, "_cpu_flags", lambda: {"avx512f", "amx_bf16", "amx_tile"})
+    assert runtime.resolve_precision("auto") == "bfloat16"
+    monkeypatch.setattr(runtime, "_cpu_flags", lambda: {"avx512f", "avx2"})
+    assert runtime.resolve_precision("auto") == "float32"
     with pytest.raises(ValueError, match="mixed_precision must be one of"):
         PretrainConfig(mixed_precision="bf16").validate()
 
@@ -105,9 +104,11 @@ def test_sinusoidal_position_init():
 
 
 def _flags(config: PretrainConfig) -> list[str]:
+    """run_pretraining.py's flags for `config`, the input files first (a lock message shows the
+    start of the holder's command line)."""
     skip = {"verbose", "cache_dir", "default_num_shards"}
     out = []
-    for name, value in vars(config).items():
+    for name, value in sorted(vars(config).items(), key=lambda item: item[0] != "input_file"):
         if value is None or name in skip:
             continue
         if isinstance(value, bool):
@@ -163,7 +164,7 @@ def test_tiny_pretraining_learns_and_writes_results(tiny_data, tmp_path):
     lr = dict(train["learning_rate"])
     assert lr[20] == pytest.approx(1e-2 * 20 / 36, rel=1e-4)  # linear decay after warmup 4
     assert [s for s, _ in _events(str(out / "logs" / "eval"))["masked_lm_accuracy"]] == [20, 40]
-    table = pretrain.results_markdown(str(out))
+    table = reports.results_markdown(str(out))
     assert "| 40 | {:.3f} |".format(history[-1]["val_masked_lm_accuracy"]) in table
     # Checkpoints and the saved model, which fine-tuning reads directly.
     assert sorted(os.path.basename(p) for p in glob.glob(str(out / "checkpoints" / "*.index"))) \
@@ -270,7 +271,7 @@ def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
     from tfbert import checkpoints
 
     keras.utils.set_random_seed(12345)
-    initial = pretrain.build_pretrainer(pretrain.BertConfig(**no_dropout), None)
+    initial = pretrain.build_pretrainer(BertConfig(**no_dropout), None)
     init_dir = tmp_path / "init"
     checkpoints.save_pretrained(initial, str(init_dir))
     w0 = _weights(str(init_dir))
@@ -296,8 +297,8 @@ def test_mixed_precision_trains_with_float32_master_weights(tiny_data, tmp_path,
     kernels = [n for n in reader.get_variable_to_dtype_map() if "kernel" in n or "gamma" in n]
     assert kernels and {reader.get_variable_to_dtype_map()[n] for n in kernels} == {tf.float32}
     assert keras.config.dtype_policy().name == "float32"  # the run restored the global policy
-    with pretrain.dtype_policy(precision):
-        config = pretrain.BertConfig.from_json_file(tiny_data["config"])
+    with runtime.dtype_policy(precision):
+        config = BertConfig.from_json_file(tiny_data["config"])
         model = BertPretrainer(BertEncoder(config, output_attention_probs=True))
     assert {v.dtype for v in model.trainable_variables} == {"float32"}
     norms = [layer for layer in model._flatten_layers()
@@ -330,7 +331,7 @@ def test_bad_input_fails_before_training(tiny_data, tmp_path, monkeypatch):
 
     monkeypatch.setattr(corpora, "chinese_documents", lambda: [])
     with pytest.raises(ValueError, match="built-in corpus is empty"):
-        pretrain.default_data(str(tmp_path / "cache"))
+        builtin_data.default_data(str(tmp_path / "cache"))
     assert not glob.glob(str(out / "checkpoints" / "*"))
     assert not glob.glob(str(tmp_path / "cache" / "pretrain_data" / "*"))
 
@@ -344,9 +345,9 @@ def test_default_data_is_built_once_and_cached(tmp_path, monkeypatch):
     docs += [[text] for text, _ in corpora.reviews()[:150]]
     calls = []
     monkeypatch.setattr(corpora, "chinese_documents", lambda: calls.append(1) or docs)
-    first = pretrain.default_data(str(tmp_path), max_seq_length=128, vocab_size=1500,
+    first = builtin_data.default_data(str(tmp_path), max_seq_length=128, vocab_size=1500,
                                   dupe_factor=1, eval_fraction=0.1, num_shards=2)
-    second = pretrain.default_data(str(tmp_path), max_seq_length=128, vocab_size=1500,
+    second = builtin_data.default_data(str(tmp_path), max_seq_length=128, vocab_size=1500,
                                    dupe_factor=1, eval_fraction=0.1, num_shards=2)
     assert first == second and len(calls) == 1
     assert len(first.train_files.split(",")) == 2

@@ -1,5 +1,6 @@
-"""tfbert.export.tflite: ids-in model (builtin ops only), text-in model (TF Text kernels),
-dynamic-range int8, parity with the Keras model, the text model's tokenizer vs the reference.
+"""tfbert.export.tflite, tflite_text, tflite_eval: ids-in model (builtin ops only), text-in
+model (TF Text kernels), dynamic-range int8, parity with the Keras model, the text model's
+tokenizer vs the reference.
 
 The accuracy check (int8 within 1 point of float32 on the sentiment test split) needs a
 fine-tuned model and is the `slow` test at the end.
@@ -14,7 +15,7 @@ import tensorflow as tf
 
 import tfbert
 from tfbert.data import corpora
-from tfbert.export import tflite
+from tfbert.export import tflite, tflite_eval, tflite_text
 from tfbert.export.saved_model import ExportSpec
 
 SEQ = 32
@@ -95,30 +96,30 @@ def test_text_model_uses_tf_text_kernels_and_matches_keras(classifier, files,
     want = model(reference, training=False).numpy()
     np.testing.assert_allclose(got["logits"], want, atol=1e-4)
     assert (info["inputs"], info["quantization"]) == ("text", "float32")
-    np.testing.assert_allclose(tflite.run_text_tflite(info["path"], batch),
+    np.testing.assert_allclose(tflite_eval.run_text_tflite(info["path"], batch),
                                tf.nn.softmax(want).numpy(), atol=1e-4)
 
 
 def test_text_tokenizer_agreement_on_builtin_corpus(chinese_vocab_file, classifier, files):
     spec = ExportSpec(task="encoder", seq_length=64)
     sample = corpora.people_daily_lines()[::20][:600] + [t for t, _ in corpora.reviews()[:400]]
-    result = tflite.measure_agreement(chinese_vocab_file, spec, sample)
+    result = tflite_eval.measure_agreement(chinese_vocab_file, spec, sample)
     assert result["texts"] == 1000
     assert result["equal_texts"] >= 0.99 and result["equal_tokens"] >= 0.999, result
     # The same through the converted model and TF Text's TFLite kernels.
-    result = tflite.measure_agreement(chinese_vocab_file, classifier[1], sample[::5],
-                                      tflite_path=files["model_text_float32.tflite"]["path"])
+    result = tflite_eval.measure_agreement(chinese_vocab_file, classifier[1], sample[::5],
+                                           tflite_path=files["model_text_float32.tflite"]["path"])
     assert result["equal_texts"] >= 0.99, result
 
 
 def test_case_extended_vocab_lowercases_like_the_reference(chinese_vocab_file):
     spec = ExportSpec(task="encoder", seq_length=16)
     vocab = open(chinese_vocab_file, encoding="utf-8").read().splitlines()
-    extended, remap = tflite.case_extended_vocab(vocab, lower_case=True)
+    extended, remap = tflite_text.case_extended_vocab(vocab, lower_case=True)
     assert extended[:len(vocab)][vocab.index("bert")] == "bert"
     assert remap[extended.index("BERT")] == vocab.index("bert")
     assert remap[extended.index("##S")] == vocab.index("##s")
-    packer = tflite._TextPacker(vocab, spec)
+    packer = tflite_text.TextPacker(vocab, spec)
     reference = tfbert.BertPreprocessor(chinese_vocab_file, 16)
     same = ["BERT Models 模型", "The bert MODELS", "ＡＢＣ（１２３）"]
     np.testing.assert_array_equal(packer(tf.constant(same))["input_ids"].numpy(),
@@ -132,7 +133,7 @@ def test_case_extended_vocab_lowercases_like_the_reference(chinese_vocab_file):
 def test_text_packer_pairs_truncate_like_bert_packer(chinese_vocab_file):
     spec = ExportSpec(task="classification", seq_length=12, labels=["a", "b"], pair=True)
     vocab = open(chinese_vocab_file, encoding="utf-8").read().splitlines()
-    packer = tflite._TextPacker(vocab, spec)
+    packer = tflite_text.TextPacker(vocab, spec)
     reference = tfbert.BertPreprocessor(chinese_vocab_file, 12)
     words = "中国人民共和国北京上海天津"
     a = [words[:i] for i in (0, 1, 4, 5, 9, 13) for _ in (0, 1, 4, 5, 9, 13)]
@@ -166,8 +167,12 @@ def test_int8_accuracy_within_one_point_on_sentiment(tmp_path, chinese_vocab_fil
     model_dir = str(tmp_path / "run" / "model")
     export_model(model_dir, str(tmp_path / "saved_models" / "sentiment" / "1"),
                  tflite=("float32", "int8"))
-    accuracy = tflite.sentiment_accuracy(str(tmp_path / "saved_models" / "sentiment" / "tflite"),
-                                         model_dir)
+    from tfbert.data import classification
+
+    test = classification.builtin_examples("sentiment", "test")
+    accuracy = tflite_eval.folder_accuracy(
+        str(tmp_path / "saved_models" / "sentiment" / "tflite"), model_dir,
+        [e.text for e in test], [e.label for e in test])
     sizes = {p.name: p.stat().st_size for p in (tmp_path / "saved_models" / "sentiment" /
                                                   "tflite").glob("*.tflite")}
     print(json.dumps({"accuracy": accuracy, "bytes": sizes}, indent=1))  # shown with -s

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from tfbert.data import corpora
+from tfbert.text import char_tables
 from tfbert.text import vocab as vocab_lib
 from tfbert.text.tokenizer import BertTokenizer
 
@@ -244,8 +245,7 @@ def check_code_points(english_vocab: str, lower_case: bool, points: list[int]) -
             bad.append((hex(c), got, want))
     assert not bad, bad[:10]
 
-    from tfbert.text import tokenizer as tokenizer_lib
-    unsafe = {lo for lo, hi in tokenizer_lib._parse_ranges(tokenizer_lib._WORDPIECE_SPLITS_DIFFER)
+    unsafe = {lo for lo, hi in char_tables.code_point_ranges("wordpiece_splits_differ")
               for lo in range(lo, hi + 1)}
     ref = reference(english_vocab, lower_case)
     lower = ["a" + chr(c) + "b" for c in points]  # also through tier zero when lower_case=True
@@ -282,12 +282,11 @@ def test_whole_chinese_corpus_parity(chinese_vocab):
 @pytest.mark.slow
 def test_wordpiece_splits_differ_table_is_complete():
     """The installed TF Text splits text (whitespace, punctuation, CJK) exactly where the
-    reference does, except on the characters listed in `_WORDPIECE_SPLITS_DIFFER`."""
+    reference does, except on the characters of the wordpiece_splits_differ section of
+    tfbert/text/data/unicode_classes.txt."""
     import tensorflow_text as tf_text
 
-    from tfbert.text import tokenizer as tokenizer_lib
-
-    listed = {c for lo, hi in tokenizer_lib._parse_ranges(tokenizer_lib._WORDPIECE_SPLITS_DIFFER)
+    listed = {c for lo, hi in char_tables.code_point_ranges("wordpiece_splits_differ")
               for c in range(lo, hi + 1)}
     norm = tokenizers.normalizers.BertNormalizer(strip_accents=False, lowercase=False)
     split = tokenizers.pre_tokenizers.BertPreTokenizer()
@@ -471,12 +470,10 @@ def test_saved_model_loads_without_tfbert(english_vocab, tmp_path):
 
 def test_tables_are_consistent():
     """Lower-casing never changes a character's class (the class is read before it)."""
-    from tfbert.text import tokenizer as tokenizer_lib
-
-    tables = tokenizer_lib._tables()
+    tables = char_tables.tables()
     info = tables["info_blocks"][tables["info_index"].repeat(128) * 128
                                  + np.tile(np.arange(128), len(tables["info_index"]))]
-    delta = info >> tokenizer_lib._LOWER_SHIFT
+    delta = info >> char_tables.LOWER_SHIFT
     changed = np.nonzero(delta)[0]
-    classes = tokenizer_lib._SPACE | tokenizer_lib._PUNCT | tokenizer_lib._UNSAFE
+    classes = char_tables.SPACE | char_tables.PUNCT | char_tables.UNSAFE
     assert np.all((info[changed] & classes) == (info[changed + delta[changed]] & classes))

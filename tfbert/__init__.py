@@ -6,8 +6,7 @@ Keras's JAX backend without TensorFlow's text ops being imported.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tfbert._lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -23,8 +22,8 @@ _LAZY = {
     "BertTokenizer": "tfbert.text.tokenizer",
     "BertPacker": "tfbert.text.packer",
     "BertPreprocessor": "tfbert.text.preprocessor",
-    "from_pretrained": "tfbert.checkpoints",
-    "save_pretrained": "tfbert.checkpoints",
+    "from_pretrained": "tfbert.models.pretrained",
+    "save_pretrained": "tfbert.models.pretrained",
 }
 
 # Subpackages and modules reachable as attributes (`tfbert.data.pretraining_dataset(...)`),
@@ -34,16 +33,5 @@ _SUBMODULES = ("checkpoints", "config", "data", "errors", "evaluation", "export"
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"tfbert.{name}")
-    if name not in _LAZY:
-        raise AttributeError(f"module 'tfbert' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_LAZY) + list(_SUBMODULES))
+__getattr__, __dir__ = lazy_names(
+    __name__, globals(), {**_LAZY, **{name: f"tfbert.{name}" for name in _SUBMODULES}})

@@ -1,13 +1,18 @@
-"""Checkpoints: load BERT weights from Hugging Face, Google TF1, keras-hub or tfbert's own format.
+"""Checkpoints: BERT weights in Hugging Face, Google TF1, keras-hub or tfbert's own format.
 
 Every source is read into one canonical form (`Checkpoint`: a BertConfig plus numpy arrays under
-Hugging Face BERT names, see `names.py`), checked against the config, then copied into Keras
-models (`keras_model.py`). Writers go the other way.
+Hugging Face BERT names, see `names.py`) and checked against the config; writers go the other
+way. This package knows formats only: tfbert's Keras models sit above it
+(`tfbert.models.weights` copies a Checkpoint into a model and back).
 
-    encoder = tfbert.from_pretrained("path/to/hf_or_google_dir")    # a BertEncoder
-    model = tfbert.BertClassifier.from_pretrained(path, num_classes=3)
-    tfbert.save_pretrained(model, "out", vocab_file="vocab.txt", metadata={"task": "sst2"})
-    model = tfbert.checkpoints.load_model("out")                     # the same BertClassifier
+    checkpoint = tfbert.checkpoints.read_checkpoint("path/to/hf_or_google_dir")
+    tfbert.checkpoints.write_checkpoint(checkpoint, "out", format="hf")
+
+The model-level calls (`from_pretrained`, `model_from_pretrained`, `save_pretrained`,
+`load_model`) are defined in `tfbert.models.pretrained` and reachable here by name, loaded on
+first use:
+
+    model = tfbert.checkpoints.load_model("out")   # the model save_pretrained wrote
 
 Formats, told apart by their files:
   tfbert     tfbert.json + config.json + model.safetensors (+ vocab.txt), from save_pretrained
@@ -22,12 +27,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tfbert.checkpoints import google, hf, keras_hub, native
+from tfbert._lazy import lazy_names
+from tfbert.checkpoints import google, hf, keras_hub, names, native
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError
 from tfbert.config import BertConfig
 
-__all__ = ["Checkpoint", "CheckpointError", "detect_format", "from_pretrained", "load_model",
-           "model_from_pretrained", "read_checkpoint", "read_metadata", "save_pretrained"]
+# Model-level names: tfbert.models sits above this package, so they load on first use.
+_MODEL_CALLS = {name: "tfbert.models.pretrained" for name in
+                ("from_pretrained", "load_model", "model_from_pretrained", "save_pretrained")}
+
+__all__ = ["Checkpoint", "CheckpointError", "detect_format", "read_checkpoint", "read_metadata",
+           "write_checkpoint", *sorted(_MODEL_CALLS)]
+
+__getattr__, __dir__ = lazy_names(__name__, globals(), _MODEL_CALLS)
 
 FORMATS = ("tfbert", "hf", "google", "keras_hub")
 
@@ -89,102 +101,36 @@ def read_checkpoint(source: Any, config: BertConfig | None = None) -> Checkpoint
     return google.read_google(path, config)
 
 
-def from_pretrained(source: Any, config: BertConfig | None = None, strict: bool = True) -> Any:
-    """A `BertEncoder` with the weights of a checkpoint of any supported format.
+def write_checkpoint(checkpoint: Checkpoint, directory: str, format: str = "tfbert",
+                     model_info: dict[str, Any] | None = None,
+                     metadata: dict[str, Any] | None = None) -> None:
+    """Writes a canonical checkpoint to a directory in one of the writable formats.
 
     Args:
-        source: str or keras_hub.models.BertBackbone. Checkpoint directory (or Google prefix).
-        config: BertConfig or None. Overrides the checkpoint's config file.
-        strict: bool. If False, missing/unused variables are logged instead of raising (missing
-            ones keep their initial values). Shape mismatches always raise.
-
-    Returns:
-        tfbert.BertEncoder.
-
-    Raises:
-        FileNotFoundError, CheckpointError: naming the file and variables at fault.
-
-    Example:
-    >>> encoder = tfbert.from_pretrained("uncased_L-12_H-768_A-12")  # doctest: +SKIP
-    """
-    from tfbert.models.encoder import BertEncoder
-
-    return model_from_pretrained(BertEncoder, source, config=config, strict=strict)
-
-
-def model_from_pretrained(cls: type, source: Any, config: BertConfig | None = None,
-                          strict: bool = True, **kwargs: Any) -> Any:
-    """Builds `cls(encoder, **kwargs)` (or a BertEncoder) and loads what the checkpoint has.
-
-    The encoder always loads. A BertPretrainer also gets the masked-LM and next-sentence heads
-    when the checkpoint has them (else they keep their initial values, with a log line). A task
-    model loaded from a tfbert directory saved from the same class gets its head too, when the
-    head arguments (the saved ones overridden by `kwargs`) give the same variable shapes.
-
-    Args:
-        cls: type. tfbert.BertEncoder or a task model class taking the encoder first.
-        source: str or keras_hub.models.BertBackbone. Checkpoint to read.
-        config: BertConfig or None. Overrides the checkpoint's config file.
-        strict: bool. See `from_pretrained`.
-        **kwargs: head arguments for `cls`, e.g. num_classes=3.
-    """
-    from tfbert.checkpoints import keras_model
-
-    checkpoint = read_checkpoint(source, config)
-    checkpoint.check(strict)
-    return keras_model.build_and_load(cls, checkpoint, strict=strict, **kwargs)
-
-
-def save_pretrained(model: Any, directory: str, vocab_file: str | None = None,
-                    metadata: dict[str, Any] | None = None, format: str = "tfbert") -> None:
-    """Writes a model (or a `Checkpoint`) to a directory.
-
-    Args:
-        model: tfbert.BertEncoder, a task model with `.encoder`, or a Checkpoint.
+        checkpoint: Checkpoint. Weights (encoder, `cls.*`, `head.*`), config and vocab.
         directory: str. Created if missing.
-        vocab_file: str or None. Copied in as vocab.txt.
-        metadata: dict or None. JSON-serialisable caller data for tfbert.json (e.g. task,
-            labels, max_seq_length); tfbert format only.
-        format: str. "tfbert" (default: config.json, model.safetensors, vocab.txt, tfbert.json;
-            transformers' BertModel reads it too), "hf" (the same without tfbert.json and task
-            heads) or "google" (bert_config.json + bert_model.ckpt.*).
+        format: str. "tfbert" (config.json, model.safetensors, vocab.txt, tfbert.json;
+            transformers' BertModel reads it too), "hf" (the same without tfbert.json and
+            task heads) or "google" (bert_config.json + bert_model.ckpt.*).
+        model_info: dict or None. tfbert.json's model entries (`native.write_native`); needed
+            for format "tfbert".
+        metadata: dict or None. JSON-serialisable caller data for tfbert.json; tfbert only.
     """
-    from tfbert.checkpoints import keras_model
-
     if format not in ("tfbert", "hf", "google"):
         raise ValueError(f"format must be 'tfbert', 'hf' or 'google', got {format!r}")
-    if isinstance(model, Checkpoint):
-        checkpoint, model_info = model, None
-        if vocab_file:
-            checkpoint.vocab_file = vocab_file
-    else:
-        checkpoint = keras_model.to_checkpoint(model, vocab_file=vocab_file)
-        model_info = keras_model.describe(model)
     if metadata and format != "tfbert":
         raise ValueError(f"metadata is written to tfbert.json, which format={format!r} has not")
     if format == "google":
         google.write_google(checkpoint, directory)
     elif format == "hf":
-        plain = dict(checkpoint.weights)
-        for name in [k for k in plain if k.startswith("head.")]:
-            del plain[name]
+        plain = {k: v for k, v in checkpoint.weights.items()
+                 if not k.startswith(names.HEAD_PREFIX)}
         hf.write_hf(Checkpoint(config=checkpoint.config, weights=plain, source=checkpoint.source,
                                format="hf", vocab_file=checkpoint.vocab_file), directory)
+    elif model_info is None:
+        raise ValueError("format 'tfbert' records the model class: pass model_info")
     else:
         native.write_native(checkpoint, directory, model_info, metadata)
-
-
-def load_model(path: str, dtype: Any = None) -> Any:
-    """Rebuilds the exact model `save_pretrained` wrote: its class, head arguments and weights.
-
-    Every variable of the model must be in the file and every weight in the file must be used.
-    `dtype`: a Keras dtype policy to build the model with instead of the saved one (None).
-    """
-    from tfbert.checkpoints import keras_model
-
-    checkpoint = native.read_native(path)
-    checkpoint.check(strict=True)
-    return keras_model.rebuild(checkpoint, dtype=dtype)
 
 
 def read_metadata(path: str) -> dict[str, Any]:

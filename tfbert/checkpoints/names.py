@@ -3,7 +3,7 @@
 tfbert's checkpoint code converts every source format into one canonical form: a dict of numpy
 arrays keyed by Hugging Face BERT names without the `bert.` prefix, in Hugging Face's layout
 (torch Linear weights are [out, in]). Readers translate into it, writers out of it, and
-`tfbert.checkpoints.keras_model` moves it in and out of a Keras model. Names:
+`tfbert.models.weights` moves it in and out of a Keras model. Names:
 
     embeddings.word_embeddings.weight                   [V, H]
     embeddings.position_embeddings.weight               [max_position_embeddings, H]

@@ -64,15 +64,15 @@ def read_native(path: str, config: BertConfig | None = None) -> Checkpoint:
     return checkpoint
 
 
-def write_native(checkpoint: Checkpoint, directory: str, model_info: dict[str, Any] | None,
+def write_native(checkpoint: Checkpoint, directory: str, model_info: dict[str, Any],
                  metadata: dict[str, Any] | None = None) -> None:
     """Writes the HF files and tfbert.json.
 
     Args:
         checkpoint: Checkpoint. Weights (encoder, `cls.*`, `head.*`), config and vocab.
         directory: str. Created if missing.
-        model_info: dict or None. {"model_class", "model_config"} of the Keras model; None for a
-            bare Checkpoint (recorded as a BertEncoder).
+        model_info: dict. {"model_class", "model_config"} (and "encoder_config") of the Keras
+            model, from `tfbert.models.weights.describe`.
         metadata: dict or None. Caller data; must be JSON-serialisable and must not use the
             reserved keys format_version / model_class / model_config.
     """
@@ -80,8 +80,7 @@ def write_native(checkpoint: Checkpoint, directory: str, model_info: dict[str, A
     clash = sorted(set(metadata) & set(_RESERVED))
     if clash:
         raise ValueError(f"metadata keys {clash} are reserved for tfbert.json itself")
-    info = model_info or {"model_class": "BertEncoder", "model_config": {}}
-    record = {"format_version": FORMAT_VERSION, **info, **metadata}
+    record = {"format_version": FORMAT_VERSION, **model_info, **metadata}
     try:
         text = json.dumps(record, indent=2, sort_keys=True)
     except TypeError as e:

@@ -6,9 +6,7 @@ so `from tfbert.data import corpora` stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from tfbert._lazy import lazy_names
 from tfbert.data import corpora
 
 _LAZY = {
@@ -19,14 +17,4 @@ _LAZY = {
 
 __all__ = ["corpora", *sorted(_LAZY)]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'tfbert.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

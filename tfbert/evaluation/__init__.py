@@ -1,6 +1,7 @@
 """Task metrics: classification (accuracy, macro-F1, per class) and NER (entity-level, exact match).
 
-SQuAD metrics live in `tfbert.evaluation.squad`.
+SQuAD metrics live in `tfbert.evaluation.squad`, the QA answer-span search in
+`tfbert.evaluation.spans` (TensorFlow).
 """
 
 from tfbert.evaluation.classification import classification_metrics, f1_from_counts

@@ -8,7 +8,8 @@ Library entry point: `export_model(model_dir, export_dir, tflite=(...)) -> dict`
 Modules: `saved_model` (signatures), `layout` (which version folder an export writes, what it
 may replace, kill-safe writing), `check_serving` (ops vs TF Serving releases), `tflite` (ids-in
 and text-in .tflite files), `tf_text_ops` / `tf_core_ops` (op registries of the TF Serving
-releases, measured). Heavy imports happen inside the functions.
+releases, measured). TensorFlow and Keras load inside the functions, so `import tfbert.export`
+stays cheap.
 """
 
 from __future__ import annotations
@@ -19,15 +20,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from tfbert import checkpoints
 from tfbert.errors import UserError
+from tfbert.export.layout import is_tfbert_export, version_folder
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["export_model", "load_for_export"]
-
-_TASK_OF_CLASS = {"BertClassifier": "classification", "BertTokenClassifier": "ner",
-                  "BertSpanLabeler": "qa", "BertEncoder": "encoder", "BertPretrainer": "encoder"}
-
 
 DTYPES = ("float32", "bfloat16")
 
@@ -52,8 +51,9 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     Returns:
         (keras model, vocab file, ExportSpec, metadata dict).
     """
-    from tfbert import checkpoints
     from tfbert.export.saved_model import ExportSpec
+    from tfbert.models import pretrained
+    from tfbert.tasks import registry
 
     vocab_file = os.path.join(model_dir, "vocab.txt")
     if not os.path.isfile(vocab_file):
@@ -64,20 +64,20 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     fmt = checkpoints.detect_format(model_dir)
     if fmt == "tfbert":
         metadata = checkpoints.read_metadata(model_dir)
-        model = checkpoints.load_model(model_dir, dtype=None if dtype == "float32" else dtype)
+        model = pretrained.load_model(model_dir, dtype=None if dtype == "float32" else dtype)
     elif dtype != "float32":
         raise UserError(f"{model_dir}: a {dtype} export needs a model directory in tfbert's "
                         f"format (this one is {fmt}); save it with tfbert.save_pretrained first")
     else:
         metadata = {}
-        model = checkpoints.from_pretrained(model_dir)
+        model = pretrained.from_pretrained(model_dir)
     class_name = type(model).__name__
-    if class_name not in _TASK_OF_CLASS:
-        raise UserError(f"{model_dir}: cannot export a {class_name}; expected one of "
-                        f"{sorted(_TASK_OF_CLASS)}")
-    task = _TASK_OF_CLASS[class_name]
-    if class_name == "BertPretrainer":
-        model = model.encoder
+    try:
+        task = registry.task_of(model).export
+    except UserError as e:
+        raise UserError(f"{model_dir}: cannot export: {e}") from None
+    if task == "encoder":
+        model = getattr(model, "encoder", model)  # a pretrainer exports its encoder
     if metadata.get("task") not in (None, task):
         raise UserError(f"{model_dir}: tfbert.json says task {metadata['task']!r} but the model "
                         f"is a {class_name} ({task})")
@@ -162,7 +162,6 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     ...              tflite=("float32", "int8"))["export_dir"]  # doctest: +SKIP
     'saved_models/sentiment/1'
     """
-    from tfbert.export.layout import is_tfbert_export, version_folder
     from tfbert.export.saved_model import export_saved_model, signature_summary
 
     model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair, dtype)

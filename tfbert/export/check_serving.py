@@ -28,7 +28,12 @@ import sys
 
 from tfbert.errors import UserError, run_cli
 from tfbert.export.tf_core_ops import CHANGED_ATTRS, CORE_OPS
-from tfbert.export.tf_text_ops import ALL_TF_TEXT_OPS, TF_TEXT_OPS, tf_text_release_for_serving
+from tfbert.export.tf_text_ops import (
+    ALL_TF_TEXT_OPS,
+    TF_TEXT_OPS,
+    registered_ops,
+    tf_text_release_for_serving,
+)
 
 DEFAULT_SERVING_VERSIONS = ("2.12", "2.20")
 
@@ -128,16 +133,7 @@ def _function_names(proto) -> set[str]:
 
 def _running_core_ops() -> set[str]:
     """Ops in this process's TensorFlow registry that no recorded TF Text release registers."""
-    from tensorflow.core.framework import op_def_pb2
-    from tensorflow.python.client import pywrap_tf_session as c_api
-
-    buf = c_api.TF_GetAllOpList()
-    try:
-        data = c_api.TF_GetBuffer(buf)
-    finally:
-        c_api.TF_DeleteBuffer(buf)
-    names = {op.name for op in op_def_pb2.OpList.FromString(data).op}
-    return names - ALL_TF_TEXT_OPS
+    return set(registered_ops()) - ALL_TF_TEXT_OPS
 
 
 def check_saved_model(export_dir: str,

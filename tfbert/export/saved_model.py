@@ -30,8 +30,9 @@ Signatures (every output has batch as its first dimension, as TF Serving's row f
 
 Decoding follows training: NER takes each word's tag from its first word piece (as the
 fine-tuning labels were placed), and reads entities with conlleval's BIO/BIOES chunk rules;
-QA picks the best span among the `n_best_size` best start and end positions that lie in the
-context, end >= start, at most `max_answer_length` pieces (Google's run_squad.py, one window);
+QA picks the best span (tfbert/evaluation/spans.py, the search training's decoding uses) among
+the `n_best_size` best start and end positions that lie in the context, end >= start, at most
+`max_answer_length` pieces (Google's run_squad.py, one window);
 SQuAD v2.0 models answer "" when null score - best score > `null_score_diff_threshold`.
 Texts longer than T are cut as in training (classification: longest segment first; NER: the
 first T - 2 pieces; QA: the question to `max_query_length` pieces, the context to the first
@@ -55,17 +56,18 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import tensorflow as tf
 
+import tfbert
 from tfbert.errors import UserError
+from tfbert.evaluation.spans import best_span
 from tfbert.export.layout import EXPORT_RECORD, version_folder, write_version
 from tfbert.export.streams import split_streams, streamed
 from tfbert.fileio import write_json
+from tfbert.tasks.registry import EXPORT_HEADS as TASKS
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("classification", "ner", "qa", "encoder")
 ID_INPUTS = ("input_ids", "input_mask", "segment_ids")
 _TAG_PREFIXES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
 
@@ -163,8 +165,6 @@ class BertServingModule(tf.Module):
 
     def __init__(self, model: Any, vocab_file: str, spec: ExportSpec) -> None:
         super().__init__(name="bert_serving")
-        import tfbert
-
         # Only the variables, the vocab asset and the signatures are tracked: the Keras model,
         # tokenizer and packer are used by the traced functions but not saved as objects
         # (their graph is in the functions; the tokenizer's tables are constants). Keras 3
@@ -384,22 +384,14 @@ class BertServingModule(tf.Module):
         la, lb = _segment_lengths(inputs)
         pos = tf.range(t)[tf.newaxis, :]
         in_context = (pos >= la[:, None] + 2) & (pos <= (la + lb)[:, None] + 1)  # [B, T]
-        k = min(spec.n_best_size, t)
-        top_start = _top_k_mask(start_logits, k) & in_context
-        top_end = _top_k_mask(end_logits, k) & in_context
-        scores = start_logits[:, :, None] + end_logits[:, None, :]  # [B, T(start), T(end)]
-        length = pos[:, None, :] - pos[:, :, None] + 1  # [1, T, T] end - start + 1
-        ok = (top_start[:, :, None] & top_end[:, None, :] & (length >= 1)
-              & (length <= spec.max_answer_length))
-        flat = tf.reshape(tf.where(ok, scores, -np.inf), [-1, t * t])
-        best_flat = tf.argmax(flat, axis=-1, output_type=tf.int32)  # [B]
-        best_score = tf.reduce_max(flat, axis=-1)
-        answered = tf.reduce_any(tf.reshape(ok, [-1, t * t]), axis=-1)  # [B]
+        best_start, best_end, best_score, answered = best_span(
+            start_logits, end_logits, in_context, in_context, spec.n_best_size,
+            spec.max_answer_length)  # [B] each
         null_score = start_logits[:, 0] + end_logits[:, 0]
         if spec.version_2_with_negative:
             answered &= ~(null_score - best_score > spec.null_score_diff_threshold)
-        s_pos = tf.where(answered, best_flat // t, -1)
-        e_pos = tf.where(answered, best_flat % t, -1)
+        s_pos = tf.where(answered, best_start, -1)
+        e_pos = tf.where(answered, best_end, -1)
         out = {"start_logits": start_logits, "end_logits": end_logits,
                "score": tf.where(answered, best_score, null_score),
                "answer_token_start": s_pos, "answer_token_end": e_pos}
@@ -550,14 +542,6 @@ def _ragged_head(values: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
     index = tf.ragged.range(starts, starts + keep).flat_values
     return tf.RaggedTensor.from_row_lengths(tf.gather(values.flat_values, index), keep,
                                             validate=False)
-
-
-def _top_k_mask(logits: tf.Tensor, k: int) -> tf.Tensor:
-    """bool [B, T]: position among the k largest of its row (ties: lower index first)."""
-    _, index = tf.math.top_k(logits, k=k)  # [B, k]
-    hits = tf.one_hot(index, tf.shape(logits)[1], on_value=True, off_value=False,
-                      dtype=tf.bool)  # [B, k, T]
-    return tf.reduce_any(hits, axis=1)
 
 
 def _chunk_starts(prefix: tf.Tensor, kind: tf.Tensor) -> tf.Tensor:

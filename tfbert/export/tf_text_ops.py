@@ -12,7 +12,8 @@ How the lists below were derived (measured, not guessed):
      below, which needs only tensorflow): read TensorFlow's op registry (`TF_GetAllOpList`),
      `load_op_library` every `tensorflow_text/python/**/_*.so` of the installed wheel, read the
      registry again. The TF Text ops are the names the .so files added. The same run also records
-     the core registry (names and attribute names), kept in `tf_core_ops.py`.
+     the core registry (names and attribute names), which data_tools/make_serving_op_tables.py
+     turns into the tables that `tf_core_ops.py` reads.
 TF Text 2.21.1 (this project's runtime) registers the same 38 ops as 2.20.0, and every TF Text
 op has the same attribute names in 2.12.1, 2.20.0 and 2.21.1 (checked with the same dumps).
 """
@@ -83,9 +84,30 @@ def tf_text_release_for_serving(serving_version: str) -> str:
                      f"{serving_version!r}; recorded ranges: {known}")
 
 
+def registered_ops() -> dict[str, list[str]]:
+    """{op name: sorted attribute names} of every op registered in this process's TensorFlow.
+
+    TensorFlow has no public API for its op registry (`tf.raw_ops` holds only the ops that have
+    Python wrappers: no `_Arg`, no test ops, none that `tf.load_op_library` adds), so this reads
+    it through the C API's `TF_GetAllOpList` as bound in `tensorflow.python.client`. Checked on
+    tensorflow 2.12.1, 2.20.0 and 2.21.0.
+    """
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c_api
+
+    buf = c_api.TF_GetAllOpList()
+    try:
+        data = c_api.TF_GetBuffer(buf)
+    finally:
+        c_api.TF_DeleteBuffer(buf)
+    return {op.name: sorted(a.name for a in op.attr)
+            for op in op_def_pb2.OpList.FromString(data).op}
+
+
 def dump_registered_ops() -> dict:
     """Reads the op registry of the installed TensorFlow before and after loading TF Text's .so
-    files. This is how the lists in this module and in `tf_core_ops.py` were made; it needs only
+    files. This is how the lists in this module and the tables of `tf_core_ops.py` were made
+    (data_tools/make_serving_op_tables.py writes those from its output); it needs only
     `tensorflow` and an installed `tensorflow-text` wheel (its Python package is not imported, so
     TF Text's optional Python dependencies need not be installed).
 
@@ -94,27 +116,15 @@ def dump_registered_ops() -> dict:
         (each {op name: sorted attribute names}).
     """
     import tensorflow as tf
-    from tensorflow.core.framework import op_def_pb2
-    from tensorflow.python.client import pywrap_tf_session as c_api
-    from tensorflow.python.framework import load_library
 
-    def registry() -> dict[str, list[str]]:
-        buf = c_api.TF_GetAllOpList()
-        try:
-            data = c_api.TF_GetBuffer(buf)
-        finally:
-            c_api.TF_DeleteBuffer(buf)
-        return {op.name: sorted(a.name for a in op.attr)
-                for op in op_def_pb2.OpList.FromString(data).op}
-
-    core = registry()
+    core = registered_ops()
     spec = importlib.util.find_spec("tensorflow_text")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("tf_text_ops.py: tensorflow-text is not installed")
     base = list(spec.submodule_search_locations)[0]
     for so in sorted(glob.glob(os.path.join(base, "python", "**", "_*.so"), recursive=True)):
-        load_library.load_op_library(so)
-    text_ops = {name: attrs for name, attrs in registry().items() if name not in core}
+        tf.load_op_library(so)
+    text_ops = {name: attrs for name, attrs in registered_ops().items() if name not in core}
     version = "unknown"
     for meta in glob.glob(os.path.join(base, "..", "tensorflow_text-*.dist-info", "METADATA")):
         with open(meta, encoding="utf-8") as f:

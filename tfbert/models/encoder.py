@@ -221,6 +221,6 @@ class BertEncoder(FeatureDictModel):
             path: str. Checkpoint directory; see `tfbert.from_pretrained`.
             **kwargs: passed to `tfbert.from_pretrained`.
         """
-        from tfbert import checkpoints
+        from tfbert.models import pretrained  # a cycle: the loader builds BertEncoders
 
-        return checkpoints.from_pretrained(path, **kwargs)
+        return pretrained.from_pretrained(path, **kwargs)

@@ -15,11 +15,6 @@ from tfbert.layers.precision import float32_policy
 from tfbert.models.encoder import BertEncoder
 from tfbert.models.task import BertTask
 
-try:  # Divides the loss by the replica count under tf.distribute, as Keras's own losses do.
-    from keras.src.losses.loss import scale_loss_for_distribution
-except ImportError:  # pragma: no cover - keras moved it; single-replica behaviour is unchanged
-    scale_loss_for_distribution = lambda loss: loss
-
 LABELS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
@@ -161,7 +156,20 @@ class BertPretrainer(BertTask):
         self.nsp_loss_tracker.update_state(nsp_loss)
         self.mlm_accuracy.update_state(mlm_ids, mlm_logits, sample_weight=mlm_weights)
         self.nsp_accuracy.update_state(nsp_labels, nsp_logits)
-        return scale_loss_for_distribution(loss)
+        return _per_replica(loss)
+
+
+def _per_replica(loss: Any) -> Any:
+    """The loss divided by the replica count under tf.distribute, as Keras's own losses scale
+    theirs: the replicas' gradients are summed, so their sum is the global mean's gradient."""
+    if keras.backend.backend() != "tensorflow":
+        return loss
+    import tensorflow as tf  # here: the model runs on every Keras backend, TensorFlow or not
+
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas > 1:
+        loss = ops.multiply(loss, ops.cast(1.0 / replicas, loss.dtype))
+    return loss
 
 
 def _auto_jit_compile(compute_dtype: str) -> bool | str:
@@ -169,7 +177,7 @@ def _auto_jit_compile(compute_dtype: str) -> bool | str:
     where XLA runs the float32 step faster and the mixed-precision one slower."""
     if keras.backend.backend() != "tensorflow":
         return "auto"
-    import tensorflow as tf
+    import tensorflow as tf  # here: the model runs on every Keras backend, TensorFlow or not
 
     if tf.config.list_physical_devices("GPU") or tf.config.list_logical_devices("TPU"):
         return "auto"

@@ -48,9 +48,9 @@ class BertTask(FeatureDictModel):
             path: str. A checkpoint directory (see `tfbert.from_pretrained`).
             **kwargs: head arguments (e.g. num_classes) and loader options.
         """
-        from tfbert import checkpoints
+        from tfbert.models import pretrained  # a cycle: the loader builds the task models
 
-        return checkpoints.model_from_pretrained(cls, path, **kwargs)
+        return pretrained.model_from_pretrained(cls, path, **kwargs)
 
     def compile_from_config(self, config: dict[str, Any]) -> None:
         """Recompiles a model loaded from `.keras` with its saved compile arguments."""

@@ -43,9 +43,12 @@ from typing import Any
 
 import numpy as np
 
-from tfbert.data.squad import QAExample, QAFeature
+from tfbert.data.qa_features import QAFeature
+from tfbert.data.squad import QAExample
 from tfbert.errors import UserError
+from tfbert.evaluation.spans import span_candidates
 from tfbert.fileio import atomic_write
+from tfbert.training import finetune as ft
 from tfbert.training.finetune import TaskConfig
 from tfbert.training.outputs import Staging, save_model
 
@@ -66,11 +69,6 @@ class SpanPrediction:
     @property
     def score(self) -> float:
         return self.start_logit + self.end_logit
-
-
-def _top_indices(logits: np.ndarray, n: int) -> np.ndarray:
-    """Indices of the n largest values, largest first (ties: lower index first)."""
-    return np.argsort(-logits, kind="stable")[:n]
 
 
 def _softmax(scores: Sequence[float]) -> list[float]:
@@ -105,23 +103,30 @@ def decode_example(example: QAExample, features: Sequence[QAFeature],
     candidates: list[SpanPrediction] = []
     null_score: float | None = None
     null_logits = (0.0, 0.0)
-    for feature, starts, ends in zip(features, start_logits, end_logits, strict=True):
-        starts, ends = np.asarray(starts, np.float64), np.asarray(ends, np.float64)
+    features = list(features)
+    all_starts, all_ends = (np.asarray(x, np.float64) for x in (start_logits, end_logits))
+    if len(all_starts) != len(features) or len(all_ends) != len(features):
+        raise ValueError(f"{len(features)} windows but {len(all_starts)} start and "
+                         f"{len(all_ends)} end logit rows")
+    if features:  # [W, K] best positions per window, [W, K, K] candidate pairs
+        top_starts, top_ends, ok = (x.numpy() for x in span_candidates(
+            all_starts, all_ends,
+            [(np.asarray(f.token_start_char) >= 0) & np.asarray(f.token_is_max_context, bool)
+             for f in features],
+            [np.asarray(f.token_end_char) >= 0 for f in features],
+            n_best_size, max_answer_length))
+    for w, (feature, starts, ends) in enumerate(zip(features, all_starts, all_ends, strict=True)):
         if version_2_with_negative:
             score = float(starts[0] + ends[0])
             if null_score is None or score < null_score:
                 null_score, null_logits = score, (float(starts[0]), float(ends[0]))
-        for s in _top_indices(starts, n_best_size):
-            if feature.token_start_char[s] < 0 or not feature.token_is_max_context[s]:
-                continue
-            for e in _top_indices(ends, n_best_size):
-                if e < s or e - s + 1 > max_answer_length or feature.token_end_char[e] < 0:
-                    continue
-                start_char = int(feature.token_start_char[s])
-                end_char = int(feature.token_end_char[e])
-                candidates.append(SpanPrediction(example.context[start_char:end_char],
-                                                 start_char, end_char, float(starts[s]),
-                                                 float(ends[e])))
+        for i, j in zip(*np.nonzero(ok[w]), strict=True):  # run_squad's candidate order
+            s, e = top_starts[w, i], top_ends[w, j]
+            start_char = int(feature.token_start_char[s])
+            end_char = int(feature.token_end_char[e])
+            candidates.append(SpanPrediction(example.context[start_char:end_char],
+                                             start_char, end_char, float(starts[s]),
+                                             float(ends[e])))
     if version_2_with_negative and null_score is not None:
         candidates.append(SpanPrediction("", -1, -1, *null_logits))
     candidates.sort(key=lambda c: c.score, reverse=True)
@@ -311,28 +316,6 @@ def predict_logits(model: Any, features: Sequence[QAFeature], batch_size: int
     return np.asarray(out["start_logits"]), np.asarray(out["end_logits"])
 
 
-def load_finetuned_qa(config: SquadConfig) -> tuple[Any, str, bool]:
-    """The QA model a previous run saved (init_checkpoint = its output_dir/model), for
-    eval/predict without training; returns (model, vocab_file, lower_case)."""
-    from tfbert import checkpoints
-    from tfbert.training.finetune import model_scope
-
-    path = config.init_checkpoint
-    if not path:
-        raise UserError("without do_train, init_checkpoint must be a fine-tuned QA model "
-                        "directory (output_dir/model of a run_squad training run)")
-    metadata = checkpoints.read_metadata(path)
-    if metadata.get("task") != "qa":
-        raise UserError(f"{path}: tfbert.json says task {metadata.get('task')!r}; without "
-                        "do_train init_checkpoint must be a fine-tuned QA model (task 'qa')")
-    with model_scope(config):
-        model = checkpoints.load_model(path)
-    lower_case = config.do_lower_case
-    if lower_case is None:
-        lower_case = bool(metadata.get("lower_case", model.encoder.config.lower_case))
-    return model, config.vocab_file or os.path.join(path, "vocab.txt"), lower_case
-
-
 def _write_json(path: str, payload: Any) -> None:
     with atomic_write(path) as f:  # key order kept: predictions follow the questions
         json.dump(payload, f, ensure_ascii=False, indent=1)
@@ -354,8 +337,6 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
     ...     max_seq_length=256))
     >>> results["dev"]["f1"]  # doctest: +SKIP
     """
-    from tfbert.training import finetune as ft
-
     with ft.task_run(config, "qa") as run:
         return _run(config, run)
 
@@ -366,7 +347,6 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
     import tfbert
     from tfbert.data import squad as qa_data
     from tfbert.evaluation.squad import evaluate
-    from tfbert.training import finetune as ft
 
     keras.utils.set_random_seed(config.seed)
     splits = load_data(config, run.path("data"))
@@ -379,7 +359,7 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
     if config.do_train:
         model, vocab_file, lower_case = ft.build_model(tfbert.BertSpanLabeler, config)
     else:
-        model, vocab_file, lower_case = load_finetuned_qa(config)
+        model, _, vocab_file, lower_case = ft.load_finetuned(config, "qa", labelled=False)
     ft.check_seq_length(config, model)
     tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
 

@@ -23,6 +23,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tfbert.text.keras_inputs import take_inputs_as_given
+
 
 class BertPacker(keras.layers.Layer):
     """Token segments -> `input_ids`, `input_mask`, `segment_ids` (int32 [B, seq_length]).
@@ -50,8 +52,7 @@ class BertPacker(keras.layers.Layer):
         kwargs.setdefault("dtype", "int32")
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
-        self._convert_input_args = False  # keep ragged tensors as they are
-        self._allow_non_tensor_positional_args = True
+        take_inputs_as_given(self)  # ragged tensors, tuples, Python strings
         self.built = True
         if int(seq_length) < 2:
             raise ValueError(f"seq_length {seq_length} is too short: [CLS] and [SEP] alone need 2")

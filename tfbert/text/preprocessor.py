@@ -8,6 +8,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tfbert.text.keras_inputs import take_inputs_as_given
 from tfbert.text.packer import BertPacker
 from tfbert.text.tokenizer import BertTokenizer
 
@@ -33,8 +34,7 @@ class BertPreprocessor(keras.layers.Layer):
         kwargs.setdefault("dtype", "int32")
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
+        take_inputs_as_given(self)  # ragged tensors, tuples, Python strings
         self.built = True
         # === Layers ===
         self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)

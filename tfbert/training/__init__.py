@@ -8,8 +8,7 @@ Names load on first use (each module imports TensorFlow).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tfbert._lazy import lazy_names
 
 _LAZY = {
     "create_optimizer": "tfbert.training.optimization",
@@ -19,19 +18,10 @@ _LAZY = {
     "get_strategy": "tfbert.training.distribute",
     "PretrainConfig": "tfbert.training.pretrain",
     "run_pretraining": "tfbert.training.pretrain",
-    "default_data": "tfbert.training.pretrain",
+    "default_data": "tfbert.training.builtin_data",
+    "RunConfig": "tfbert.training.config",
 }
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'tfbert.training' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + list(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)

@@ -12,12 +12,14 @@ warmup_proportion of the steps, linear decay to 0), trains for num_train_epochs 
 trains part of the last epoch), calls evaluate_fn after every epoch, and leaves the model holding
 the weights of the epoch with the best `metric`.
 
-`TaskConfig` holds the fields every fine-tuning command line shares (their flags come from
-common_flags.py); `build_model` makes the task model from a checkpoint, a config file or a preset
-inside the configured strategy and precision; `load_finetuned` reopens a fine-tuned model for
-eval/predict-only runs; `task_run` holds output_dir for a run (its lock, `tfbert.training.rundir`)
-and stages every output, committing them together at the end (`tfbert.training.outputs`), so the
-folder holds the previous complete run or the new one, never a mix.
+`TaskConfig` extends the shared `RunConfig` (tfbert.training.config) with the fields every
+fine-tuning command line has (their flags come from the fields, common_flags.py); `build_model`
+makes the task model from a checkpoint, a config file or a preset inside the configured strategy
+and precision (`tfbert.training.model_source`, which pretraining uses too); `load_finetuned`
+reopens a fine-tuned model for eval/predict-only runs; `task_run` holds output_dir for a run
+(its lock, `tfbert.training.runtime.run_lock`) and stages every output, committing them together
+at the end (`tfbert.training.outputs`), so the folder holds the previous complete run or the new
+one, never a mix; `write_results` writes results.json.
 """
 
 from __future__ import annotations
@@ -28,21 +30,29 @@ import logging
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import keras
+import tensorflow as tf
 
 from tfbert.errors import UserError
+from tfbert.text.vocab import load_vocab
+from tfbert.textfiles import check_encoding
 from tfbert.training import callbacks as cb
-from tfbert.training import outputs, rundir
-from tfbert.training.distribute import STRATEGIES
-from tfbert.training.optimization import OPTIMIZERS, create_optimizer
+from tfbert.training import model_source, outputs, runtime
+from tfbert.training.config import RunConfig, field
+from tfbert.training.distribute import tf_config_task
+from tfbert.training.model_source import checkpoint_vocab, load_finetuned
+from tfbert.training.optimization import OPTIMIZERS
+from tfbert.training.reports import write_results
 
 logger = logging.getLogger(__name__)
 
+# Tasks call these through this module (`ft.load_finetuned(...)`, `ft.write_results(...)`).
+__all__ = ["FinetuneConfig", "FinetuneResult", "TaskConfig", "build_model", "check_seq_length",
+           "checkpoint_vocab", "finetune", "load_finetuned", "task_run", "write_results"]
+
 EvaluateFn = Callable[[Any], dict[str, Any]]
-# [CLS] one word piece [SEP]: the shortest input a fine-tuned model can learn from.
-MIN_SEQ_LENGTH = 3
 
 
 @dataclasses.dataclass
@@ -65,7 +75,8 @@ class FinetuneConfig:
         log_dir: str or None. TensorBoard logs: training loss, learning rate and throughput
             every `log_steps` updates (log_dir/train), the dev metrics every epoch (log_dir/eval).
         log_steps: int. TensorBoard interval in optimizer updates.
-        verbose: int or "auto". Keras fit verbosity (1 shows a progress bar).
+        verbose: int or None. Keras fit verbosity (1 a progress bar, 2 a line per epoch);
+            None: a progress bar on a terminal, else a line per epoch.
     """
 
     learning_rate: float = 5e-5
@@ -80,8 +91,8 @@ class FinetuneConfig:
     jit_compile: bool = False
     train_batch_size: int = 32
     log_dir: str | None = None
-    log_steps: int = 100
-    verbose: int | str = "auto"
+    log_steps: int = 20
+    verbose: int | None = None
 
     def __post_init__(self) -> None:
         if not self.num_train_epochs > 0:
@@ -152,15 +163,10 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
     total_batches = num_train_steps * k
     num_warmup_steps = int(config.warmup_proportion * num_train_steps)
     with _scope(model):
-        optimizer = create_optimizer(
-            config.learning_rate, num_train_steps=num_train_steps,
-            num_warmup_steps=num_warmup_steps, optimizer=config.optimizer,
-            weight_decay=config.weight_decay, clip_norm=config.clip_norm,
-            gradient_accumulation_steps=k,
+        runtime.compile_for_training(
+            model, config, num_train_steps, num_warmup_steps,
             loss_scale=getattr(model.dtype_policy, "name", "") == "mixed_float16",
-            variables=model.trainable_variables)
-        model.compile(optimizer=optimizer, loss=loss, metrics=list(metrics or []),
-                      jit_compile=config.jit_compile)
+            clip_norm=config.clip_norm, loss=loss, metrics=list(metrics or []))
     progress = cb.TrainingProgress(0, k, config.train_batch_size, stop_at=num_train_steps)
     keeper = _KeepBest(evaluate_fn, config.metric, config.higher_is_better)
     logs = ([cb.TensorBoardScalars(progress, config.log_dir, config.log_steps)]
@@ -170,7 +176,8 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
                 num_warmup_steps, config.learning_rate)
     model.fit(train_ds.repeat() if total_batches > steps_per_epoch else train_ds,
               epochs=math.ceil(total_batches / steps_per_epoch), steps_per_epoch=steps_per_epoch,
-              callbacks=[progress, keeper, *logs, *callbacks], verbose=config.verbose,
+              callbacks=[progress, keeper, *logs, *callbacks],
+              verbose=runtime.fit_verbosity(config.verbose),
               shuffle=False)  # the caller's tf.data pipeline shuffles
     keeper.restore(model)
     return FinetuneResult(keeper.history, keeper.best_epoch, keeper.best_metrics, progress.step)
@@ -231,8 +238,6 @@ def _scope(model: Any) -> Any:
 
 
 def _cardinality(ds: Any) -> int:
-    import tensorflow as tf
-
     n = int(ds.cardinality())
     if n in (int(tf.data.INFINITE_CARDINALITY), int(tf.data.UNKNOWN_CARDINALITY)) or n <= 0:
         raise ValueError("finetune: the number of batches in train_ds is not known "
@@ -240,112 +245,54 @@ def _cardinality(ds: Any) -> int:
     return n
 
 
-def write_results(output_dir: str, results: dict[str, Any], name: str = "results.json") -> str:
-    """Writes results (e.g. {"dev": {...}, "test": {...}}) as indented JSON; returns the path."""
-    path = os.path.join(output_dir, name)
-    cb.write_json(path, results)
-    logger.info("wrote %s", path)
-    return path
-
-
 # --- what every fine-tuning command line shares -------------------------------------------------
 
 
 @dataclasses.dataclass
-class TaskConfig:
+class TaskConfig(RunConfig):
     """The fields every fine-tuning run shares; names equal the flags of common_flags.py.
 
-    Args:
-        output_dir: str. Where results.json, predictions and the model go.
-        init_checkpoint: str or None. Pretrained checkpoint (any format `from_pretrained`
-            reads); without do_train, a fine-tuned model directory; None for random init.
-        bert_config_file: str or None. Model shape for random init (overrides the
-            checkpoint's config when both are given).
-        preset: str or None. A tfbert.PRESETS shape for random init (vocab_size follows the
-            vocab).
-        vocab_file: str or None. Defaults to the checkpoint's vocab.txt.
-        do_lower_case: bool or None. Tokenizer lower-casing; defaults to the model config's.
-        max_seq_length: int. Word pieces per example, [CLS] and [SEP] included (at least
-            MIN_SEQ_LENGTH, at most the model's max_position_embeddings).
-        input_encoding: str. Text encoding of train_file/dev_file/test_file (e.g. gb18030 for
-            GBK files); the built-in data is UTF-8 whatever it says.
-        train_batch_size, eval_batch_size: int. Global batch sizes.
-        num_train_epochs: float. Passes over the training data.
-        learning_rate: float. Peak learning rate.
-        warmup_proportion: float. Fraction of steps with linear warmup.
-        optimizer: str. "adamw" or "lamb".
-        weight_decay: float. Decay rate (not on LayerNorm parameters and biases).
-        gradient_accumulation_steps: int. Micro-batches of train_batch_size / k per update.
-        do_train, do_eval, do_predict: bool. Fine-tune; score dev; score/predict test.
-        max_train_examples, max_eval_examples: int or None. Use only the first N examples.
-        seed: int. Seeds initialisation, dropout and shuffling.
-        log_steps: int. TensorBoard interval in optimizer updates (logs in output_dir/logs).
-        mixed_precision: str. "float32", "bfloat16", "float16" or "auto" (bfloat16 where the
-            hardware runs it natively, see `pretrain.resolve_precision`).
-        jit_compile: bool. XLA-compile the train step.
-        distribution_strategy: str. One of tfbert.training.distribute.STRATEGIES.
-        tpu: str or None. TPU name or address.
-        verbose: int or "auto". Keras progress output.
+    The shared fields (output, model source, batches, optimizer, runtime) are `RunConfig`'s;
+    each field's help (`tfbert.training.config.field_help`) is its documentation and its flag's
+    help. Where fine-tuning differs from the shared default, the override says why.
     """
 
-    output_dir: str | None = None
-    init_checkpoint: str | None = None
-    bert_config_file: str | None = None
-    preset: str | None = None
-    vocab_file: str | None = None
-    do_lower_case: bool | None = None
-    max_seq_length: int = 128
-    input_encoding: str = "utf-8"
-    train_batch_size: int = 32
-    eval_batch_size: int = 64
-    num_train_epochs: float = 3.0
-    learning_rate: float = 5e-5
-    warmup_proportion: float = 0.1
-    optimizer: str = "adamw"
-    weight_decay: float = 0.01
-    gradient_accumulation_steps: int = 1
-    do_train: bool = True
-    do_eval: bool = True
-    do_predict: bool = True
-    max_train_examples: int | None = None
-    max_eval_examples: int | None = None
-    seed: int = 42
-    log_steps: int = 100
-    mixed_precision: str = "float32"
-    jit_compile: bool = False
-    distribution_strategy: str = "auto"
-    tpu: str | None = None
-    verbose: int | str = "auto"
+    # [CLS] one word piece [SEP]: the shortest input a fine-tuned model can learn from.
+    min_seq_length: ClassVar[int] = 3
 
-    def __post_init__(self) -> None:
-        from tfbert.textfiles import check_encoding
-        from tfbert.training.pretrain import PRECISION_CHOICES
+    # --- overrides of the shared defaults ---
+    eval_batch_size: int = field(
+        64, "Global eval batch (prediction only, no gradients: twice the training batch fits).",
+        lower_bound=1)
+    mixed_precision: str = field(
+        "float32", "Compute dtype (float32 master weights; float16 uses dynamic loss scaling); "
+        "auto: bfloat16 where the hardware runs it natively (TPU, GPUs from Ampere, CPUs with "
+        "AMX), else float32. Default float32: dev and test scores are the numbers a fine-tuning "
+        "run reports, and they stay the same on every machine.",
+        choices=list(runtime.PRECISION_CHOICES))
+    # --- fine-tuning only ---
+    input_encoding: str = field(
+        "utf-8", "The text encoding of --train_file/--dev_file/--test_file, e.g. gb18030 for "
+        "GBK (any Python codec name; the built-in data is UTF-8).")
+    num_train_epochs: float = field(3.0, "Epochs over the training set (BERT's 3).")
+    warmup_proportion: float = field(0.1, "Share of the steps spent in linear warmup.")
+    do_train: bool = field(True, "Fine-tune.")
+    do_eval: bool = field(True, "Score the dev set.")
+    do_predict: bool = field(True, "Score the test set and write its predictions.")
+    max_train_examples: int | None = field(None, "Use only the first N training examples.",
+                                           lower_bound=1)
+    max_eval_examples: int | None = field(None, "Use only the first N dev and test examples.",
+                                          lower_bound=1)
 
+    def validate(self) -> None:
+        """Raises UserError (a ValueError) naming the first field that makes no sense."""
+        super().validate()
         check_encoding(self.input_encoding)
-        if self.max_seq_length < MIN_SEQ_LENGTH:
-            raise UserError(f"max_seq_length {self.max_seq_length} is below the minimum "
-                            f"{MIN_SEQ_LENGTH}: [CLS] and [SEP] leave no room for a word")
         if not self.output_dir:
             raise UserError("output_dir is required")
         if not (self.do_train or self.do_eval or self.do_predict):
             raise UserError("nothing to do: set do_train, do_eval or do_predict")
-        if self.bert_config_file and self.preset:
-            raise UserError("give bert_config_file or preset, not both")
-        if self.train_batch_size % self.gradient_accumulation_steps:
-            raise UserError(f"train_batch_size {self.train_batch_size} is not a multiple of "
-                            f"gradient_accumulation_steps {self.gradient_accumulation_steps}")
-        if self.mixed_precision not in PRECISION_CHOICES:
-            raise UserError(f"mixed_precision must be one of {PRECISION_CHOICES}, got "
-                            f"{self.mixed_precision!r}")
-        if self.distribution_strategy not in STRATEGIES:
-            raise UserError(f"distribution_strategy must be one of {STRATEGIES}, got "
-                            f"{self.distribution_strategy!r}")
         FinetuneConfig(**self.finetune_kwargs())  # validates the training fields early
-
-    @property
-    def micro_batch_size(self) -> int:
-        """Examples per Keras batch: train_batch_size / gradient_accumulation_steps."""
-        return self.train_batch_size // self.gradient_accumulation_steps
 
     def finetune_kwargs(self, log_dir: str | None = None) -> dict[str, Any]:
         return dict(learning_rate=self.learning_rate, num_train_epochs=self.num_train_epochs,
@@ -369,23 +316,12 @@ class TaskConfig:
         return examples[:n] if examples and n else examples
 
 
-@contextlib.contextmanager
-def model_scope(config: TaskConfig) -> Iterator[Any]:
-    """The configured strategy's scope and dtype policy, for building the model; yields the
-    strategy."""
-    from tfbert.training.distribute import get_strategy
-    from tfbert.training.pretrain import dtype_policy
-
-    strategy = get_strategy(config.distribution_strategy, config.tpu)
-    with dtype_policy(config.mixed_precision), strategy.scope():
-        yield strategy
-
-
 def build_model(cls: type, config: TaskConfig, **head_kwargs: Any) -> tuple[Any, str, bool]:
     """The task model a training run starts from, in the configured strategy and precision.
 
-    From `init_checkpoint` (any format `from_pretrained` reads; `bert_config_file` overrides its
-    config), else random init from `bert_config_file` or `preset`.
+    From `init_checkpoint` (any format `from_pretrained` reads; `bert_config_file` or `preset`
+    overrides its config), else random init from `bert_config_file` or `preset`
+    (`tfbert.training.model_source`).
 
     Args:
         cls: type. The task model class, e.g. tfbert.BertClassifier.
@@ -396,46 +332,27 @@ def build_model(cls: type, config: TaskConfig, **head_kwargs: Any) -> tuple[Any,
     Returns:
         (model, vocab_file, lower_case).
     """
-    from tfbert.config import BertConfig
-    from tfbert.models.encoder import BertEncoder
-    from tfbert.text.vocab import load_vocab
-
     vocab_file = config.vocab_file or checkpoint_vocab(config.init_checkpoint)
     vocab_size = len(load_vocab(vocab_file))
-    bert_config = None
-    if config.bert_config_file:
-        bert_config = BertConfig.from_json_file(config.bert_config_file)
-    elif config.preset:
-        bert_config = BertConfig(**{**BertConfig.from_preset(config.preset).to_dict(),
-                                    "vocab_size": vocab_size})
-    with model_scope(config):
-        if config.init_checkpoint:
-            overrides = {"config": bert_config} if bert_config is not None else {}
-            model = cls.from_pretrained(config.init_checkpoint, **overrides, **head_kwargs)
-            logger.info("initialised from %s", config.init_checkpoint)
-        elif bert_config is not None:
-            model = cls(BertEncoder(bert_config), **head_kwargs)
-            logger.info("random initialisation (%s)",
-                        config.bert_config_file or f"preset {config.preset}")
-        else:
-            raise UserError("give init_checkpoint (a pretrained model), or bert_config_file or "
-                            "preset (the model shape for random initialisation)")
-    bert_config = model.encoder.config
-    if vocab_size != bert_config.vocab_size:
-        raise UserError(f"vocab_file {vocab_file} has {vocab_size} tokens but the model's "
-                        f"vocab_size is {bert_config.vocab_size}; use the vocab the model was "
-                        "trained with")
-    lower_case = bert_config.lower_case if config.do_lower_case is None else config.do_lower_case
+    bert_config, _ = model_source.model_config(config, vocab_size)
+    with runtime.build_scope(config):
+        model = model_source.build_model(cls, bert_config, config.init_checkpoint,
+                                         **head_kwargs)
+    if not config.init_checkpoint:
+        logger.info("random initialisation (%s)", config.model_source)
+    model_source.check_vocab_size(vocab_size, vocab_file, model.encoder.config,
+                                  config.model_source)
+    lower_case = (model.encoder.config.lower_case if config.do_lower_case is None
+                  else config.do_lower_case)
     return model, vocab_file, lower_case
 
 
 def check_seq_length(config: TaskConfig, model: Any) -> None:
     """Raises UserError when max_seq_length exceeds the model's position table (call it right
     after the model is built, before anything is tokenized)."""
-    from tfbert.training.pretrain import check_seq_length as check
-
-    check(config.max_seq_length, model.encoder.config.max_position_embeddings,
-          config.init_checkpoint or config.bert_config_file or f"preset {config.preset}")
+    model_source.check_seq_length(config.max_seq_length,
+                                  model.encoder.config.max_position_embeddings,
+                                  config.model_source)
 
 
 @contextlib.contextmanager
@@ -450,15 +367,10 @@ def task_run(config: TaskConfig, task: str) -> Iterator[outputs.Staging]:
     init_checkpoint=output_dir/model) are kept. A non-chief multi-worker task stages in a
     temporary folder and discards it: the chief's outputs are the run's.
     """
-    from tfbert.training.distribute import tf_config_task
-
-    chief, worker = True, 0
-    if config.distribution_strategy == "multi_worker":
-        chief, worker = tf_config_task()
-    lock = (rundir.RunLock(config.output_dir) if chief
-            else rundir.RunLock(config.output_dir, rundir.worker_lock_name(worker)))
-    with lock, outputs.staged(config.output_dir, task, dataclasses.asdict(config),
-                              keep=_inputs_inside(config), discard=not chief) as run:
+    chief = config.distribution_strategy != "multi_worker" or tf_config_task()[0]
+    with runtime.run_lock(config), outputs.staged(
+            config.output_dir, task, dataclasses.asdict(config), keep=_inputs_inside(config),
+            discard=not chief) as run:
         yield run
 
 
@@ -473,48 +385,3 @@ def _inputs_inside(config: TaskConfig) -> list[str]:
             if relative != os.curdir and not relative.startswith(os.pardir):
                 names.append(relative.split(os.sep)[0])
     return names
-
-
-def checkpoint_vocab(init_checkpoint: str | None) -> str:
-    """vocab.txt beside a checkpoint (its directory, or a Google checkpoint prefix's directory)."""
-    if not init_checkpoint:
-        raise UserError("vocab_file is required when there is no init_checkpoint")
-    directory = (init_checkpoint if os.path.isdir(init_checkpoint)
-                 else os.path.dirname(init_checkpoint))
-    path = os.path.join(directory, "vocab.txt")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no vocab.txt in {directory}; pass vocab_file")
-    return path
-
-
-def load_finetuned(config: TaskConfig, task: str, labelled: bool = True
-                   ) -> tuple[Any, list[str], str, bool]:
-    """The model a fine-tuning run wrote, for eval/predict without training.
-
-    Args:
-        config: TaskConfig. init_checkpoint is the run's output_dir/model (tfbert format,
-            tfbert.json naming the task); vocab_file and do_lower_case override the saved ones.
-        task: str. The task it must have been trained for ("classification", "ner", "qa", ...).
-        labelled: bool. Whether the metadata must list the labels (classes or tags).
-
-    Returns:
-        (model, labels ([] for a task without labels), vocab_file, lower_case).
-    """
-    from tfbert import checkpoints
-
-    path = config.init_checkpoint
-    if not path:
-        raise UserError("without do_train, init_checkpoint must be a fine-tuned model "
-                        "directory (output_dir/model of a training run)")
-    metadata = checkpoints.read_metadata(path)
-    if metadata.get("task") != task or (labelled and "labels" not in metadata):
-        raise UserError(f"{path}: tfbert.json says task {metadata.get('task')!r}"
-                        f"{'' if 'labels' in metadata else ' and lists no labels'}; without "
-                        f"do_train init_checkpoint must be a fine-tuned {task} model")
-    with model_scope(config):
-        model = checkpoints.load_model(path)
-    vocab_file = config.vocab_file or os.path.join(path, "vocab.txt")
-    lower_case = config.do_lower_case
-    if lower_case is None:
-        lower_case = bool(metadata.get("lower_case", model.encoder.config.lower_case))
-    return model, list(metadata.get("labels", [])), vocab_file, lower_case

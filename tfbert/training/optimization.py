@@ -21,16 +21,21 @@ Three things differ from the Keras optimizers as they come, each deliberately:
   decay term joins the update before the layer-wise trust ratio, and excluded variables
   (LayerNorm, biases) get neither decay nor layer adaptation.
 
-These optimizers run under Keras's TensorFlow backend (they use tf.distribute).
+These optimizers run under Keras's TensorFlow backend (they use tf.distribute). They use Keras's
+and TensorFlow's public APIs, but for two uses isolated in one function each, where there is
+none: `_slot_index` (a variable's slots, as Keras's guide to writing optimizers does it) and
+`_merge_call_needed` (whether the strategy wants a merge call).
 """
 
 from __future__ import annotations
 
 import re
+import types
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 OPTIMIZERS = ("adamw", "lamb")
@@ -102,8 +107,6 @@ def all_reduce_gradients(grads: Sequence[Any]) -> list[Any]:
     A no-op outside a multi-replica replica context, so it costs nothing on one device. Keras
     scales each replica's loss by 1/replicas, so the sum is the global mean gradient.
     """
-    import tensorflow as tf
-
     grads = list(grads)
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
@@ -143,19 +146,24 @@ class _BertOptimizer:
                 name="micro_steps")
             self._accumulators = [self.add_variable_from_reference(v, name="accumulator")
                                   for v in var_list]
+            # id of each model variable -> its accumulator's index. Read-only: a plain dict
+            # attribute would become a node of the checkpoint's object graph.
+            self._accumulator_index = types.MappingProxyType(
+                {id(v): i for i, v in enumerate(var_list)})
 
     def apply(self, grads, trainable_variables=None):
-        import tensorflow as tf
-
         if self.reduce_gradients:
             grads = all_reduce_gradients(grads)
         if self.accumulation_steps == 1:
             return super().apply(grads, trainable_variables)
+        if trainable_variables is None:
+            raise ValueError("with accumulation_steps > 1, apply() needs trainable_variables "
+                             "(Keras's fit passes them)")
+        variables = list(trainable_variables)
         if not self.built:
-            self.build(list(trainable_variables))
-        variables = list(trainable_variables or self._trainable_variables)
+            self.build(variables)
         grads = list(grads)
-        if tf.__internal__.distribute.strategy_supports_no_merge_call():
+        if not _merge_call_needed():
             return self._accumulate_or_update(tf.distribute.get_strategy(), grads, variables)
         return tf.distribute.get_replica_context().merge_call(
             self._accumulate_or_update, args=(grads, variables))
@@ -163,10 +171,8 @@ class _BertOptimizer:
     def _accumulate_or_update(self, strategy, grads, variables):
         """Adds `grads` to the accumulators, or applies their mean on every k-th call. Runs
         where the update may sit in a cond: cross-replica (or replica, without merge calls)."""
-        import tensorflow as tf
-
         cross_replica = tf.distribute.in_cross_replica_context()
-        accumulators = [self._accumulators[self._get_variable_index(v)] for v in variables]
+        accumulators = [self._accumulators[self._accumulator_index[id(v)]] for v in variables]
 
         def add(acc, g):
             return acc.assign_add(tf.convert_to_tensor(g))
@@ -207,6 +213,29 @@ class _BertOptimizer:
         return config
 
 
+def _slot_index(optimizer: keras.optimizers.Optimizer, variable: Any) -> int:
+    """The index of `variable`'s slots (moments) in `optimizer`'s per-variable lists.
+
+    `update_step` receives the backend variable, or under tf.distribute one replica's
+    component, not the Keras variable the optimizer was built with; only Keras's own key maps
+    those back. `_get_variable_index` is what Keras's guide to writing an optimizer calls in
+    `update_step` (the `keras.optimizers.Optimizer` docstring example); there is no public
+    method. Checked on keras 3.15.1, tensorflow 2.21.0.
+    """
+    return optimizer._get_variable_index(variable)
+
+
+def _merge_call_needed() -> bool:
+    """Whether the current strategy wants cross-replica work done in a `merge_call` (False
+    without a strategy, and for Mirrored strategies under XLA on GPUs, where merge calls are not
+    supported and replicas update in replica context).
+
+    TensorFlow answers this only through `tf.__internal__` (Keras's optimizers ask the same);
+    there is no public API. Checked on tensorflow 2.21.0, keras 3.15.1.
+    """
+    return not tf.__internal__.distribute.strategy_supports_no_merge_call()
+
+
 @keras.saving.register_keras_serializable(package="tfbert")
 class AdamW(_BertOptimizer, keras.optimizers.AdamW):
     """`keras.optimizers.AdamW` (decoupled weight decay, bias-corrected moments) with global
@@ -238,8 +267,6 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
         handles = self._fused_handles(gradient, variable)
         if handles is None:
             return super().update_step(gradient, variable, learning_rate)
-        import tensorflow as tf
-
         var, m, v = handles
         dtype = variable.dtype
         step = tf.cast(self.iterations + 1, dtype)
@@ -254,15 +281,14 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
         """(variable, m, v) resource handles when the fused kernel applies, else None."""
         if keras.backend.backend() != "tensorflow" or self.amsgrad:
             return None
-        import tensorflow as tf
-        from tensorflow.python.ops import resource_variable_ops
-
         if isinstance(gradient, tf.IndexedSlices):
             return None
-        index = self._get_variable_index(variable)
+        index = _slot_index(self, variable)
+        # Keras's Adam keeps its moments in these two lists (no public accessor; keras 3.15.1).
         slots = [variable, self._momentums[index], self._velocities[index]]
         slots = [getattr(s, "value", s) if isinstance(s, keras.Variable) else s for s in slots]
-        if not all(isinstance(s, resource_variable_ops.BaseResourceVariable)
+        # Every TF2 tf.Variable is a resource variable; a distributed one has no single handle.
+        if not all(isinstance(s, tf.Variable)
                    and not isinstance(s, tf.distribute.DistributedValues) for s in slots):
             return None  # e.g. MirroredVariable: Keras's per-replica update handles those
         return tuple(s.handle for s in slots)
@@ -320,7 +346,7 @@ class Lamb(_BertOptimizer, keras.optimizers.Optimizer):
         lr = ops.cast(learning_rate, dtype)
         gradient = ops.cast(gradient, dtype)
         step = ops.cast(self.iterations + 1, dtype)
-        index = self._get_variable_index(variable)
+        index = _slot_index(self, variable)
         m, v = self._momentums[index], self._velocities[index]
         self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1.0 - self.beta_1))
         self.assign_add(v, ops.multiply(ops.subtract(ops.square(gradient), v), 1.0 - self.beta_2))

@@ -8,6 +8,8 @@ table in tfbert/models/encoder.py). A linear layer's HF weight W [out, in] becom
 Task-head weights that BERT checkpoints have no name for (classifier, token classifier, span
 labeler) are stored as `head.<Keras variable path with dots>`, e.g. `head.logits.kernel`, in
 Keras layout.
+
+`tfbert.models.pretrained` (from_pretrained, save_pretrained, load_model) is built on these.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ import numpy as np
 
 from tfbert.checkpoints import names
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, format_names
+from tfbert.models.encoder import BertEncoder
+from tfbert.models.pretrainer import BertPretrainer
+from tfbert.tasks import registry
 
 logger = logging.getLogger(__name__)
-
-TASK_CLASSES = ("BertEncoder", "BertPretrainer", "BertClassifier", "BertTokenClassifier",
-                "BertSpanLabeler")
 
 
 # --- variable maps --------------------------------------------------------------------------
@@ -162,10 +164,8 @@ def build_and_load(cls: type, checkpoint: Checkpoint, strict: bool = True,
                    **kwargs: Any) -> Any:
     """`cls(encoder, **kwargs)` (or a BertEncoder) with the checkpoint's weights where they fit.
 
-    See `tfbert.checkpoints.model_from_pretrained` for what loads when.
+    See `tfbert.models.pretrained.model_from_pretrained` for what loads when.
     """
-    from tfbert.models.encoder import BertEncoder
-
     encoder = BertEncoder(checkpoint.config)
     _load_present(encoder_variables(encoder), checkpoint, "the encoder")
     if isinstance(cls, type) and issubclass(cls, BertEncoder):
@@ -207,18 +207,14 @@ def rebuild(checkpoint: Checkpoint, dtype: Any = None) -> Any:
 
     `dtype`: a Keras dtype policy to build it with instead of the saved one (e.g. "bfloat16"
     for a half-precision serving export); the weights are cast on assignment."""
-    import tfbert
-    from tfbert.models.encoder import BertEncoder
-
     metadata = checkpoint.metadata or {}
     class_name = metadata.get("model_class")
-    if class_name in TASK_CLASSES:
-        cls = getattr(tfbert, class_name)
-    else:
-        cls = keras.saving.get_registered_object(class_name)
-        if cls is None:
-            raise CheckpointError(f"{checkpoint.source}: model_class {class_name!r} is neither "
-                                  f"one of {TASK_CLASSES} nor a registered Keras class")
+    task = registry.find(class_name)
+    cls = task.model_class if task else keras.saving.get_registered_object(class_name)
+    if cls is None:
+        builtin = tuple(t.model_class.__name__ for t in registry.tasks())
+        raise CheckpointError(f"{checkpoint.source}: model_class {class_name!r} is neither "
+                              f"one of {builtin} nor a registered Keras class")
     encoder_config = {**metadata.get("encoder_config", {}), "config": checkpoint.config.to_dict()}
     if dtype is not None:
         encoder_config["dtype"] = dtype
@@ -254,6 +250,11 @@ def to_checkpoint(model: Any, vocab_file: str | None = None) -> Checkpoint:
                       source=f"{type(model).__name__} {model.name!r}")
 
 
+def describe_encoder() -> dict[str, Any]:
+    """tfbert.json's model entries for bare encoder weights (a Checkpoint, no Keras model)."""
+    return {"model_class": BertEncoder.__name__, "model_config": {}}
+
+
 def describe(model: Any) -> dict[str, Any]:
     """tfbert.json's model entries: class, head config (no encoder), encoder settings."""
     encoder = model if _is_encoder(model) else _encoder_of(model)
@@ -263,19 +264,15 @@ def describe(model: Any) -> dict[str, Any]:
                 "encoder_config": encoder_config}
     model_config = {k: v for k, v in model.get_config().items() if k != "encoder"}
     cls = type(model)
-    name = cls.__name__ if cls.__name__ in TASK_CLASSES else keras.saving.get_registered_name(cls)
+    name = cls.__name__ if registry.find(cls.__name__) else keras.saving.get_registered_name(cls)
     return {"model_class": name, "model_config": model_config, "encoder_config": encoder_config}
 
 
 def _is_encoder(model: Any) -> bool:
-    from tfbert.models.encoder import BertEncoder
-
     return isinstance(model, BertEncoder)
 
 
 def _is_pretrainer(model: Any) -> bool:
-    from tfbert.models.pretrainer import BertPretrainer
-
     return isinstance(model, BertPretrainer)
 
 

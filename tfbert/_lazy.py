@@ -1,0 +1,38 @@
+"""Names a package loads on first use: `__getattr__` and `__dir__` from a {name: module} map.
+
+    __getattr__, __dir__ = lazy_names(__name__, globals(), {"BertEncoder": "tfbert.models.encoder"})
+
+A name maps to the module that defines it; a name mapped to its own module path
+(`"data": "tfbert.data"`) is that module itself. The value is cached in the package's globals,
+so `__getattr__` runs once per name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_names(package: str, namespace: dict[str, Any], names: Mapping[str, str]
+               ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The module-level `__getattr__` and `__dir__` of `package` for the lazy `names`.
+
+    Args:
+        package: str. The package's `__name__` (for the AttributeError message).
+        namespace: dict. The package's `globals()`, where loaded values are cached.
+        names: mapping of attribute name -> module path that defines it (or is it).
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = importlib.import_module(names[name])
+        value = module if module.__name__ == f"{package}.{name}" else getattr(module, name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(names))
+
+    return __getattr__, __dir__

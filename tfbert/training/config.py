@@ -1,0 +1,145 @@
+"""The fields every training run shares, pretraining and fine-tuning, with one set of defaults.
+
+`RunConfig` holds them; `PretrainConfig` (tfbert.training.pretrain) and `TaskConfig`
+(tfbert.training.finetune) extend it, and override a default only where pretraining and
+fine-tuning really differ (each override says why). Every field carries its help text, and
+common_flags.py defines the command-line flags from the fields, so a field, its flag and its
+help are one definition. Names are google-research/bert's flag names where it has one.
+
+Example:
+>>> config = RunConfig(output_dir="out", learning_rate=1e-4)
+>>> config.micro_batch_size, field_help(RunConfig, "seed")[:11]
+(32, 'Random seed')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+from tfbert.errors import UserError
+from tfbert.training.distribute import STRATEGIES
+from tfbert.training.optimization import OPTIMIZERS
+from tfbert.training.runtime import PRECISION_CHOICES
+
+
+def field(default: Any, help: str, **flag: Any) -> Any:
+    """A dataclass field with its flag's help text and options (`choices`, `lower_bound`)."""
+    return dataclasses.field(default=default, metadata={"help": help, **flag})
+
+
+def field_help(cls: type, name: str) -> str | None:
+    """The help text of field `name`, from the nearest class in `cls`'s MRO that gives one (a
+    subclass that only changes a default keeps its base's help)."""
+    return field_option(cls, name, "help")
+
+
+def field_option(cls: type, name: str, option: str) -> Any:
+    """Option `option` of field `name` (see `field_help`); None where no class gives it."""
+    for klass in cls.__mro__:
+        f = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if f is not None and option in f.metadata:
+            return f.metadata[option]
+    return None
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """What every training run needs: output, model source, batches, optimizer, runtime.
+
+    Each field's help (`field_help`) is its documentation and its flag's help.
+    """
+
+    # The shortest input the run can learn from (subclasses set theirs, with the reason).
+    min_seq_length: ClassVar[int] = 3
+    min_seq_length_reason: ClassVar[str] = ": [CLS] and [SEP] leave no room for a word"
+
+    # --- output and model source ---
+    output_dir: str | None = field(
+        None, "Where checkpoints, logs, results and the trained model are written.")
+    init_checkpoint: str | None = field(
+        None, "Initial weights: a Hugging Face, Google TF1, keras-hub or tfbert checkpoint "
+        "(anything tfbert.from_pretrained reads).")
+    bert_config_file: str | None = field(
+        None, "Model config JSON (tfbert, Google bert_config.json or HF config.json); with "
+        "init_checkpoint it overrides the checkpoint's config.")
+    preset: str | None = field(
+        None, "A tfbert.PRESETS model shape (e.g. bert-mini), instead of --bert_config_file; "
+        "its vocab_size follows the vocab.")
+    vocab_file: str | None = field(None, "WordPiece vocab.txt.")
+    do_lower_case: bool | None = field(
+        None, "Lower-case and strip accents when tokenizing; default: the model config's "
+        "lower_case.")
+    # --- batches and optimizer ---
+    max_seq_length: int = field(
+        128, "Tokens per sequence, [CLS] and [SEP] included (BERT's default; attention cost "
+        "grows with its square).", lower_bound=2)
+    train_batch_size: int = field(
+        32, "Global training batch per optimizer step (all replicas and accumulation "
+        "micro-batches); BERT's fine-tuning batch.", lower_bound=1)
+    eval_batch_size: int = field(32, "Global eval batch.", lower_bound=1)
+    learning_rate: float = field(
+        5e-5, "Peak learning rate (linear warmup, then linear decay to 0); BERT's default.")
+    optimizer: str = field(
+        "adamw", "AdamW or LAMB, with weight decay excluding LayerNorm and biases, epsilon "
+        "1e-6, clip norm 1.0 (LAMB for very large batches).", choices=list(OPTIMIZERS))
+    weight_decay: float = field(0.01, "Weight decay rate (BERT's 0.01).")
+    gradient_accumulation_steps: int = field(
+        1, "Micro-batches per optimizer step (each train_batch_size / this): a large batch "
+        "in little memory.", lower_bound=1)
+    log_steps: int = field(
+        20, "TensorBoard scalar interval in optimizer steps (cheap: a few scalars).",
+        lower_bound=1)
+    seed: int = field(
+        12345, "Random seed (weights, dropout, data order, masks); google-research/bert's "
+        "12345.")
+    # --- runtime ---
+    mixed_precision: str = field(
+        "auto", "Compute dtype (float32 master weights; float16 uses dynamic loss scaling); "
+        "auto: bfloat16 where the hardware runs it natively (TPU, GPUs from Ampere, CPUs with "
+        "AMX), else float32.", choices=list(PRECISION_CHOICES))
+    jit_compile: bool = field(False, "XLA-compile the train step.")
+    distribution_strategy: str = field(
+        "auto", "auto: TPU if configured, else all GPUs, else the CPU. multi_worker: "
+        "MultiWorkerMirroredStrategy from $TF_CONFIG.", choices=list(STRATEGIES))
+    tpu: str | None = field(None, "TPU name or grpc:// address (default $TPU_NAME).")
+    verbose: int | None = field(
+        None, "Keras progress output: 0 none, 1 a progress bar, 2 a line per loop or epoch; "
+        "default: a progress bar on a terminal, else a line per loop or epoch.")
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raises UserError (a ValueError) naming the first field that makes no sense."""
+        for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
+                     "gradient_accumulation_steps", "log_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_seq_length < self.min_seq_length:
+            raise UserError(f"max_seq_length {self.max_seq_length} is below the minimum "
+                            f"{self.min_seq_length}{self.min_seq_length_reason}")
+        if self.learning_rate <= 0:
+            raise UserError(f"learning_rate must be positive, got {self.learning_rate}")
+        for name, choices in (("optimizer", OPTIMIZERS), ("mixed_precision", PRECISION_CHOICES),
+                              ("distribution_strategy", STRATEGIES)):
+            if getattr(self, name) not in choices:
+                raise UserError(f"{name} must be one of {choices}, got "
+                                f"{getattr(self, name)!r}")
+        if self.bert_config_file and self.preset:
+            raise UserError("give bert_config_file or preset, not both")
+        if self.train_batch_size % self.gradient_accumulation_steps:
+            raise UserError(f"train_batch_size {self.train_batch_size} is not a multiple of "
+                            f"gradient_accumulation_steps {self.gradient_accumulation_steps}")
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Examples per Keras batch: train_batch_size / gradient_accumulation_steps."""
+        return self.train_batch_size // self.gradient_accumulation_steps
+
+    @property
+    def model_source(self) -> str:
+        """Where the model comes from, for messages."""
+        return (self.init_checkpoint or self.bert_config_file
+                or (f"preset {self.preset}" if self.preset else "the built-in default model"))

@@ -1,0 +1,147 @@
+"""The model a run trains: its config, built fresh or from a checkpoint, and the checks that
+catch a mismatched vocab or sequence length before any data work.
+
+A run names its model with `init_checkpoint` (weights), `bert_config_file` (a shape; with a
+checkpoint it overrides the checkpoint's config) or `preset` (a shape whose vocab_size follows
+the vocab). `model_config` turns those into a BertConfig, `build_model` into a model of any
+tfbert task class, and `load_finetuned` reopens what a fine-tuning run saved.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from tfbert import checkpoints
+from tfbert.config import BertConfig
+from tfbert.errors import UserError
+from tfbert.models.encoder import BertEncoder
+from tfbert.training.runtime import build_scope
+
+logger = logging.getLogger(__name__)
+
+
+def model_config(config: Any, vocab_size: int, default: dict[str, Any] | None = None,
+                 lower_case: bool | None = None) -> tuple[BertConfig | None, str]:
+    """The BertConfig `config` names and where it comes from: its bert_config_file, else its
+    preset (with an init_checkpoint either overrides the checkpoint's config file), else None
+    when init_checkpoint supplies it, else the `default` shape.
+
+    Args:
+        config: a RunConfig. Its bert_config_file, preset and init_checkpoint.
+        vocab_size: int. The vocab's size, taken by a preset or the default shape (a config
+            file must match the vocab itself: `check_vocab_size`).
+        default: dict or None. BertConfig fields of the shape used when nothing is named
+            (None: one must be named).
+        lower_case: bool or None. Case folding given to a preset or the default shape.
+    """
+    if config.bert_config_file:
+        return BertConfig.from_json_file(config.bert_config_file), config.bert_config_file
+    case = {} if lower_case is None else {"lower_case": lower_case}
+    if config.preset:
+        values = {**BertConfig.from_preset(config.preset).to_dict(), "vocab_size": vocab_size,
+                  **case}
+        return BertConfig(**values), f"preset {config.preset}"
+    if config.init_checkpoint:
+        return None, config.init_checkpoint
+    if default is None:
+        raise UserError("give init_checkpoint (a pretrained model), or bert_config_file or "
+                        "preset (the model shape for random initialisation)")
+    return BertConfig(vocab_size=vocab_size, **default, **case), "the built-in default"
+
+
+def build_model(cls: type, bert_config: BertConfig | None, init_checkpoint: str | None,
+                **head_kwargs: Any) -> Any:
+    """`cls` (a tfbert task model, e.g. BertPretrainer or BertClassifier) with
+    `init_checkpoint`'s weights (`bert_config`, if given, overrides its config file), else fresh
+    from `bert_config`. Call it in `runtime.build_scope`."""
+    if init_checkpoint:
+        model = cls.from_pretrained(init_checkpoint, config=bert_config, **head_kwargs)
+        logger.info("initialised from %s", init_checkpoint)
+        return model
+    return cls(BertEncoder(bert_config), **head_kwargs)
+
+
+def checkpoint_config(init_checkpoint: str | None) -> BertConfig | None:
+    """The model config a checkpoint holds, read from its config file without loading weights
+    (config.json or bert_config.json); None when there is none to read (e.g. a keras-hub
+    preset)."""
+    if not init_checkpoint or "://" in init_checkpoint:
+        return None
+    directory = (init_checkpoint if os.path.isdir(init_checkpoint)
+                 else os.path.dirname(init_checkpoint))
+    for name in ("config.json", "bert_config.json"):
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            if "registered_name" in f.read():  # a keras-hub preset: its own config schema
+                return None
+        try:
+            return BertConfig.from_json_file(path)
+        except ValueError:
+            return None
+    return None
+
+
+def checkpoint_vocab(init_checkpoint: str | None) -> str:
+    """vocab.txt beside a checkpoint (its directory, or a Google checkpoint prefix's directory)."""
+    if not init_checkpoint:
+        raise UserError("vocab_file is required when there is no init_checkpoint")
+    directory = (init_checkpoint if os.path.isdir(init_checkpoint)
+                 else os.path.dirname(init_checkpoint))
+    path = os.path.join(directory, "vocab.txt")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no vocab.txt in {directory}; pass vocab_file")
+    return path
+
+
+def check_vocab_size(vocab_size: int, vocab_file: str, bert_config: BertConfig,
+                     source: str) -> None:
+    """Raises UserError when the vocab and the model's embedding table disagree."""
+    if vocab_size != bert_config.vocab_size:
+        raise UserError(
+            f"vocab_file {vocab_file} has {vocab_size} tokens but the BERT config ({source}) has "
+            f"vocab_size {bert_config.vocab_size}; they must match. Use the vocab the model was "
+            f"trained with, or a config with vocab_size {vocab_size}.")
+
+
+def check_seq_length(max_seq_length: int, max_position_embeddings: int, source: str) -> None:
+    """Raises UserError when max_seq_length exceeds the model's position table."""
+    if max_seq_length > max_position_embeddings:
+        raise UserError(f"max_seq_length {max_seq_length} is larger than the model's "
+                        f"max_position_embeddings {max_position_embeddings} ({source}); use at "
+                        f"most {max_position_embeddings}")
+
+
+def load_finetuned(config: Any, task: str, labelled: bool = True
+                   ) -> tuple[Any, list[str], str, bool]:
+    """The model a fine-tuning run wrote, for eval/predict without training.
+
+    Args:
+        config: a TaskConfig. init_checkpoint is the run's output_dir/model (tfbert format,
+            tfbert.json naming the task); vocab_file and do_lower_case override the saved ones.
+        task: str. The task it must have been trained for ("classification", "ner", "qa", ...).
+        labelled: bool. Whether the metadata must list the labels (classes or tags).
+
+    Returns:
+        (model, labels ([] for a task without labels), vocab_file, lower_case).
+    """
+    path = config.init_checkpoint
+    if not path:
+        raise UserError(f"without do_train, init_checkpoint must be a fine-tuned {task} model "
+                        "directory (output_dir/model of a training run)")
+    metadata = checkpoints.read_metadata(path)
+    if metadata.get("task") != task or (labelled and "labels" not in metadata):
+        listed = "" if "labels" in metadata or not labelled else " and lists no labels"
+        raise UserError(f"{path}: tfbert.json says task {metadata.get('task')!r}{listed}; "
+                        f"without do_train init_checkpoint must be a fine-tuned {task} model "
+                        f"(task {task!r})")
+    with build_scope(config):
+        model = checkpoints.load_model(path)
+    vocab_file = config.vocab_file or os.path.join(path, "vocab.txt")
+    lower_case = config.do_lower_case
+    if lower_case is None:
+        lower_case = bool(metadata.get("lower_case", model.encoder.config.lower_case))
+    return model, list(metadata.get("labels", [])), vocab_file, lower_case
