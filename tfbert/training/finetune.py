@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 import keras
 import tensorflow as tf
 
+from tfbert.config import BertConfig
 from tfbert.errors import UserError
 from tfbert.text.vocab import load_vocab
 from tfbert.textfiles import check_encoding
@@ -371,7 +372,23 @@ def task_run(config: TaskConfig, task: str) -> Iterator[outputs.Staging]:
     with runtime.run_lock(config), outputs.staged(
             config.output_dir, task, dataclasses.asdict(config), keep=_inputs_inside(config),
             discard=not chief) as run:
+        declared = _declared_model_config(config)
+        if declared is not None:  # before any data is read (check_seq_length repeats it on
+            # the model, for a source only the built model tells)
+            model_source.check_seq_length(config.max_seq_length,
+                                          declared.max_position_embeddings, config.model_source)
         yield run
+
+
+def _declared_model_config(config: TaskConfig) -> BertConfig | None:
+    """The model config that config's bert_config_file, preset or init_checkpoint's config file
+    declares, read without building anything; None where only the model tells (a keras-hub
+    preset)."""
+    if config.bert_config_file:
+        return BertConfig.from_json_file(config.bert_config_file)
+    if config.preset:
+        return BertConfig.from_preset(config.preset)
+    return model_source.checkpoint_config(config.init_checkpoint)
 
 
 def _inputs_inside(config: TaskConfig) -> list[str]:
