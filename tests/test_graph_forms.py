@@ -176,6 +176,7 @@ def test_the_switch():
         pass
 
 
+@pytest.mark.slow  # (a fresh process importing JAX + Keras: run before a GPU benchmark)
 def test_plain_forms_run_under_jax_without_tensorflow(tmp_path):
     """Under Keras's JAX backend, with TensorFlow unimportable, the model runs its plain forms
     (keras.ops only) and the TensorFlow sets are refused."""

@@ -189,6 +189,7 @@ def tiny_config(path, vocab_file):
     return str(path)
 
 
+@pytest.mark.slow  # (the library run is tested fast; this adds the script's flags)
 def test_run_ner_script_on_people_daily(tmp_path, chinese_vocab_file):
     """run_ner.py end to end on the built-in data with a tiny random-init model."""
     config = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)

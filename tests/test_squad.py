@@ -347,6 +347,7 @@ def test_run_squad_builtin_end_to_end_and_reload(tmp_path, tiny_bert_config, chi
     assert json.loads((tmp_path / "again" / "predictions.json").read_text("utf-8")) == predictions
 
 
+@pytest.mark.slow  # (the library run is tested fast; this adds the script's flags)
 def test_run_squad_cli_v2(tmp_path, tiny_bert_config, chinese_vocab_file):
     import os
     import subprocess

@@ -434,6 +434,7 @@ def test_tf_function_tf_data_and_config(english_vocab):
     assert config["vocab_file"] == tokenizer.vocab and config["lower_case"] is True
 
 
+@pytest.mark.slow  # (test_export's fresh-process test loads exports with the tokenizer inside)
 def test_saved_model_loads_without_tfbert(english_vocab, tmp_path):
     tokenizer = BertTokenizer(english_vocab)
 
