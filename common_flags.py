@@ -28,7 +28,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from absl import app, flags
+from absl import app, flags, logging
 
 from tfbert.errors import EXIT_USER_ERROR, run_cli
 from tfbert.training.config import field_help, field_option
@@ -137,3 +137,57 @@ def config_from_flags(cls: type, **overrides: Any) -> Any:
         return cls(**values)
     except (TypeError, ValueError) as e:
         raise app.UsageError(str(e)) from None
+
+
+# --- google-research/bert's Estimator/TPU flags -------------------------------------------------
+# Its scripts share these; they are accepted so its command lines run. --use_tpu with --tpu_name
+# select tfbert's TPU strategy; the rest has no counterpart here (Keras fit drives the TPU, the
+# cluster resolver finds zone, project and cores, checkpoints are tfbert's best-epoch model).
+_GOOGLE_TPU_FLAGS = {  # name: (default, help)
+    "use_tpu": (False, "google-research/bert's: run on a TPU (here: "
+                "--distribution_strategy=tpu)."),
+    "tpu_name": (None, "google-research/bert's: the Cloud TPU name or grpc:// address (here: "
+                 "--tpu; used with --use_tpu)."),
+    "tpu_zone": (None, "google-research/bert's; no effect here (the resolver finds it)."),
+    "gcp_project": (None, "google-research/bert's; no effect here (the resolver finds it)."),
+    "master": (None, "google-research/bert's TensorFlow master URL; no effect here."),
+    "num_tpu_cores": (8, "google-research/bert's; no effect here (the strategy uses every "
+                      "core)."),
+    "save_checkpoints_steps": (1000, "google-research/bert's Estimator checkpoint interval; no "
+                               "effect here (the fine-tuned model is saved at the end)."),
+    "iterations_per_loop": (1000, "google-research/bert's Estimator steps per TPU loop; no "
+                            "effect here."),
+}
+
+
+def define_google_tpu_flags() -> None:
+    """Defines google-research/bert's Estimator/TPU flags (`google_tpu_overrides` reads them)."""
+    for name, (default, help_text) in _GOOGLE_TPU_FLAGS.items():
+        if isinstance(default, bool):
+            flags.DEFINE_bool(name, default, help_text)
+        elif isinstance(default, int):
+            flags.DEFINE_integer(name, default, help_text)
+        else:
+            flags.DEFINE_string(name, default, help_text)
+
+
+def google_tpu_overrides() -> dict[str, Any]:
+    """Config overrides from `define_google_tpu_flags`' flags: --use_tpu gives
+    distribution_strategy "tpu" and tpu --tpu_name (where --distribution_strategy / --tpu are not
+    given). Logs one warning naming the flags given with a non-default value that do nothing."""
+    overrides: dict[str, Any] = {}
+    unused = []
+    if FLAGS.use_tpu:
+        if not FLAGS["distribution_strategy"].present:
+            overrides["distribution_strategy"] = "tpu"
+        if FLAGS.tpu_name and not FLAGS["tpu"].present:
+            overrides["tpu"] = FLAGS.tpu_name
+    elif FLAGS.tpu_name:
+        unused.append("tpu_name")
+    unused += [name for name in _GOOGLE_TPU_FLAGS
+               if name not in ("use_tpu", "tpu_name")
+               and FLAGS[name].value != _GOOGLE_TPU_FLAGS[name][0]]
+    if unused:
+        logging.warning("ignored (no effect in tfbert): %s",
+                        ", ".join(f"--{n}={FLAGS[n].value}" for n in unused))
+    return overrides

@@ -13,16 +13,32 @@ organisations of People's Daily (Jan 1998), split train/dev/test by a stable has
     python run_squad.py --train_file=cmrc2018_train.json --dev_file=cmrc2018_dev.json \
         --init_checkpoint=bert-base-chinese --output_dir=output/cmrc2018
 
+google-research/bert's commands run as they are: with --predict_file (or --train_file alone) the
+command is Google-style, so --do_train and --do_predict are off unless given, the predict file is
+predicted (and scored when it has answers) with the weights training ends with, and the TPU
+flags are accepted (--use_tpu --tpu_name pick the TPU strategy; the others are named in a warning
+when given, as they do nothing here):
+
+    python run_squad.py --vocab_file=$BERT_BASE_DIR/vocab.txt \
+        --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+        --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt --do_train=True \
+        --train_file=train-v2.0.json --do_predict=True --predict_file=dev-v2.0.json \
+        --train_batch_size=24 --learning_rate=3e-5 --num_train_epochs=2.0 \
+        --max_seq_length=384 --doc_stride=128 --output_dir=output/squad2 \
+        --version_2_with_negative=True
+
 Writes output_dir/results.json ({"dev": {"exact_match", "f1", ...}, "test": {...}}; F1 is
 character-level for Chinese answers, as CMRC2018 scores it), predictions.json (question id ->
-answer text; the test split's, or dev's without a test file), per-split predictions, n-best lists
-and (v2.0) null odds, and the fine-tuned model in output_dir/model (tfbert format). --nodo_train
-with --init_checkpoint=output_dir/model scores or predicts with a fine-tuned model.
+answer text; the test split's, or dev's without a test file), nbest_predictions.json and (v2.0)
+null_odds.json of the same split in the formats of Google's write_predictions, the same per split
+({split}_predictions.json, ...), and the fine-tuned model in output_dir/model (tfbert format).
+--nodo_train with --init_checkpoint=output_dir/model scores or predicts with a fine-tuned model.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 
 from absl import app, flags
 
@@ -36,7 +52,17 @@ common_flags.define_finetune_flags(
     "data file: the built-in People's Daily QA set.",
     dev_help="SQuAD-format dev JSON, scored after every epoch (the best epoch by F1 is kept).",
     test_help="SQuAD-format test JSON (answers optional: predictions only).")
-flags.DEFINE_alias("predict_file", "dev_file")  # the name in Google's run_squad.py
+# google-research/bert's run_squad.py flags (its commands run as they are).
+flags.DEFINE_string("predict_file", None, "google-research/bert's: SQuAD JSON to predict with "
+                    "--do_predict (read as --test_file: scored too when it has answers). It, or "
+                    "--train_file without --dev_file/--test_file, makes the command Google-style: "
+                    "--do_train, --do_eval and --do_predict are off unless given, as there.")
+flags.DEFINE_integer("predict_batch_size", None, "google-research/bert's name for "
+                     "--eval_batch_size (wins when given; Google's default 8, tfbert's 64: the "
+                     "predictions do not depend on it).", lower_bound=1)
+flags.DEFINE_bool("verbose_logging", False, "Log every data problem (each bad answer with its "
+                  "question id) instead of counts and the first ids.")
+common_flags.define_google_tpu_flags()
 # Extractive QA.
 flags.DEFINE_integer("doc_stride", _D.doc_stride, "Word pieces between the starts of "
                      "consecutive windows over a long context.", lower_bound=1)
@@ -58,10 +84,28 @@ flags.DEFINE_enum("scoring", _D.scoring, ["auto", "squad", "cmrc2018"], "EM/F1 f
                   "(English tokens) or CMRC2018 (Chinese characters); auto picks by the answers.")
 
 
+def google_overrides() -> dict:
+    """Config overrides for google-research/bert's flags (see --predict_file)."""
+    FLAGS = flags.FLAGS
+    overrides = common_flags.google_tpu_overrides()
+    if FLAGS.predict_file:
+        if FLAGS.test_file:
+            raise app.UsageError("give --predict_file or --test_file, not both")
+        overrides["test_file"] = FLAGS.predict_file
+    if FLAGS.predict_file or (FLAGS.train_file and not (FLAGS.dev_file or FLAGS.test_file)):
+        overrides.update({name: False for name in ("do_train", "do_eval", "do_predict")
+                          if not FLAGS[name].present})
+    if FLAGS.predict_batch_size:
+        overrides["eval_batch_size"] = FLAGS.predict_batch_size
+    if FLAGS.verbose_logging:
+        logging.getLogger("tfbert").setLevel(logging.DEBUG)
+    return overrides
+
+
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    results = run_squad(common_flags.config_from_flags(SquadConfig))
+    results = run_squad(common_flags.config_from_flags(SquadConfig, **google_overrides()))
     print(json.dumps({k: results[k] for k in ("dev", "test") if k in results}, indent=2,
                      ensure_ascii=False))
 

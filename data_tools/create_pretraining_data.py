@@ -3,6 +3,15 @@
 Input is the original BERT format: plain text, one sentence per line, a blank line between
 documents. Without --input_file the built-in Chinese corpus (tfbert.data.corpora) is used.
 Masks are not stored: tfbert.data.pretraining_dataset draws fresh ones every epoch.
+
+--output_format=google writes google-research/bert's records instead (int64 input_ids,
+input_mask, segment_ids [max_seq_length], masked_lm_positions, masked_lm_ids and float
+masked_lm_weights [max_predictions_per_seq], next_sentence_labels [1]) with static masks drawn
+here (--max_predictions_per_seq, --masked_lm_prob, --do_whole_word_mask as in google's script),
+for google-research/bert's, NVIDIA's and Model Garden's trainers; tfbert reads them too. The
+sentence pairs are the same as tfbert's format holds for the same input and --random_seed.
+--dupe_factor keeps its default of 10 (google's too) in both formats: with static masks each
+pass is also the only source of different masks, as in google's script.
 Text is UTF-8 (a BOM is fine) unless --input_encoding names another (gb18030 for GBK text).
 
 An input that cannot make pretraining data (no documents, one document, a file in another
@@ -73,9 +82,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--shuffle_buffer_instances", type=int,
                    default=DEFAULTS.shuffle_buffer_instances)
     p.add_argument("--no_progress", action="store_true", help="no progress bar")
-    for ignored in ("--max_predictions_per_seq", "--masked_lm_prob"):
-        p.add_argument(ignored, help="accepted for the reference's command line and ignored: "
-                       "masking happens in the input pipeline")
+    p.add_argument("--output_format", choices=("tfbert", "google"), default="tfbert",
+                   help="tfbert: text pairs, masked afresh when read (default); google: "
+                   "google-research/bert's token ids with static masks")
+    p.add_argument("--max_predictions_per_seq", type=int, default=None,
+                   help="google format: masked positions per record (default 20); tfbert "
+                   "format: ignored, masking happens in the input pipeline")
+    p.add_argument("--masked_lm_prob", type=float, default=None,
+                   help="google format: share of tokens masked (default 0.15); tfbert format: "
+                   "ignored")
+    _flag(p, "do_whole_word_mask", False,
+          "google format: mask a token with its ## pieces (with --whole_word_mask: whole jieba "
+          "words); tfbert format: ignored, pass --whole_word_mask to run_pretraining.py")
     return p.parse_args(argv)
 
 
@@ -83,9 +101,12 @@ def main(argv: list[str] | None = None) -> instances.Stats:
     args = parse_args(argv)
     textfiles.check_encoding(args.input_encoding)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if args.max_predictions_per_seq or args.masked_lm_prob:
-        logging.warning("--max_predictions_per_seq/--masked_lm_prob are ignored here: pass "
-                        "them to tfbert.data.pretraining_dataset (masks are drawn per epoch)")
+    google = args.output_format == "google"
+    if not google and (args.max_predictions_per_seq is not None
+                       or args.masked_lm_prob is not None or args.do_whole_word_mask):
+        logging.warning("--max_predictions_per_seq/--masked_lm_prob/--do_whole_word_mask are "
+                        "ignored for --output_format=tfbert: pass them to run_pretraining.py "
+                        "(masks are drawn per epoch)")
     options = instances.InstanceOptions(
         max_seq_length=args.max_seq_length, short_seq_prob=args.short_seq_prob,
         dupe_factor=args.dupe_factor, balance_next_sentence=args.balance_next_sentence,
@@ -101,7 +122,11 @@ def main(argv: list[str] | None = None) -> instances.Stats:
         args.output_file, args.vocab_file, input_files, options, seed=args.random_seed,
         num_shards=args.num_shards, whole_word_mask=args.whole_word_mask, gzip=args.gzip,
         lower_case=args.do_lower_case, progress=not args.no_progress,
-        encoding=args.input_encoding)
+        encoding=args.input_encoding, output_format=args.output_format,
+        max_predictions_per_seq=20 if args.max_predictions_per_seq is None
+        else args.max_predictions_per_seq,
+        masked_lm_prob=0.15 if args.masked_lm_prob is None else args.masked_lm_prob,
+        do_whole_word_mask=args.do_whole_word_mask)
     print(f"wrote {len(paths)} file(s): {paths[0]}{' ...' if len(paths) > 1 else ''}")
     print(stats.summary())
     return stats

@@ -351,13 +351,11 @@ def test_from_pretrained_delegates_to_the_loader(monkeypatch):
     calls = []
     monkeypatch.setattr(pretrained, "model_from_pretrained",
                         lambda cls, path, **kw: calls.append((cls, path, kw)) or "model")
-    monkeypatch.setattr(pretrained, "from_pretrained",
-                        lambda path, **kw: calls.append((None, path, kw)) or "encoder")
     assert BertClassifier.from_pretrained("ckpt", num_classes=3) == "model"
     assert BertSpanLabeler.from_pretrained("ckpt") == "model"
-    assert BertEncoder.from_pretrained("ckpt") == "encoder"
+    assert BertEncoder.from_pretrained("ckpt", strict=False) == "model"
     assert calls == [(BertClassifier, "ckpt", {"num_classes": 3}),
-                     (BertSpanLabeler, "ckpt", {}), (None, "ckpt", {})]
+                     (BertSpanLabeler, "ckpt", {}), (BertEncoder, "ckpt", {"strict": False})]
 
 
 def test_mixed_bfloat16():

@@ -137,3 +137,60 @@ def test_in_graph_config_and_core_ops_only(minilm_dir):
     assert pre(tf.constant("hello"))["input_ids"].numpy().tolist() == [101, 7592, 102] + [0] * 5
     config = pre.get_config()
     assert BertPreprocessor.from_config(config)(tf.constant(["hello"]))["input_ids"].shape == (1, 8)
+
+
+_TF1_SCRIPT = r"""
+import json, sys
+import tensorflow as tf
+tf.compat.v1.disable_v2_behavior()
+from tfbert.text.packer import BertPacker
+from tfbert.text.preprocessor import BertPreprocessor
+from tfbert.text.tokenizer import BertTokenizer
+
+vocab, texts_a, texts_b = json.loads(sys.stdin.read())
+tokenizer = BertTokenizer(vocab)
+packer = BertPacker.from_tokenizer(tokenizer, 12)
+pre = BertPreprocessor(vocab, seq_length=12)
+a = tf.compat.v1.placeholder(tf.string, [None])
+b = tf.compat.v1.placeholder(tf.string, [None])
+ids = tokenizer.tokenize(a)
+fetch = {"ids": ids.to_tensor(-1), "one": packer(ids), "pair": packer((ids, tokenizer.tokenize(b))),
+         "pre": pre((a, b))}
+with tf.compat.v1.Session() as session:
+    out = session.run(fetch, {a: texts_a, b: texts_b})
+print(json.dumps(out, default=lambda x: x.tolist()))
+"""
+
+
+def test_tf1_graph_mode_gives_the_same_ids():
+    """With `tf.compat.v1.disable_v2_behavior()` (graph mode, a Session) the tokenizer, packer
+    and preprocessor give the TF2 ids: [CLS]/[SEP] come from tf.equal, not Python `==`."""
+    import json
+    import subprocess
+    import sys
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "##s", "今", "天",
+             "e", "cafe", ",", "!"]
+    texts_a = ["hello worlds, hello!", "今天 Café", "", "x" * 120 + " hello"]
+    texts_b = ["world", "天天天天天天天天天天", "hello", "今"]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", _TF1_SCRIPT], input=json.dumps(
+        [vocab, texts_a, texts_b]), capture_output=True, text=True, cwd=root, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+    assert done.returncode == 0, done.stderr[-3000:]
+    tf1 = json.loads(done.stdout.strip().splitlines()[-1])
+
+    from tfbert.text.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab)
+    packer = BertPacker.from_tokenizer(tokenizer, 12)
+    ids = tokenizer.tokenize(tf.constant(texts_a))
+    tf2 = {"ids": ids.to_tensor(-1), "one": packer(ids),
+           "pair": packer((ids, tokenizer.tokenize(tf.constant(texts_b)))),
+           "pre": BertPreprocessor(vocab, seq_length=12)((tf.constant(texts_a),
+                                                          tf.constant(texts_b)))}
+    assert tf1["ids"] == tf2["ids"].numpy().tolist()
+    for key in ("one", "pair", "pre"):
+        for name, value in tf2[key].items():
+            assert tf1[key][name] == value.numpy().tolist(), (key, name)
+    assert all(row[0] == tokenizer.cls_id for row in tf1["one"]["input_ids"])

@@ -325,8 +325,11 @@ def test_run_squad_builtin_end_to_end_and_reload(tmp_path, tiny_bert_config, chi
     for ex in test:  # answers are cut from the original context
         assert predictions[ex.qas_id] in ex.context
     nbest = json.loads((out / "test_nbest_predictions.json").read_text(encoding="utf-8"))
-    first = nbest[test[0].qas_id][0]
-    assert test[0].context[first["start_char"]:first["end_char"]] == first["text"]
+    first = nbest[test[0].qas_id][0]  # Google's n-best format
+    assert list(first) == ["text", "probability", "start_logit", "end_logit"]
+    assert first["text"] == predictions[test[0].qas_id] and first["text"] in test[0].context
+    assert (out / "nbest_predictions.json").read_text("utf-8") == (
+        out / "test_nbest_predictions.json").read_text("utf-8")
     # The metrics in results.json are the official ones on predictions.json.
     from tfbert.evaluation.squad import evaluate
 

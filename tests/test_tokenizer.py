@@ -102,12 +102,13 @@ def cased_vocab(tmp_path_factory) -> str:
     return path
 
 
-def reference(vocab_file: str, lower_case: bool):
+def reference(vocab_file: str, lower_case: bool, max_chars: int = 100):
     """`BertWordPieceTokenizer`'s pipeline (BertNormalizer, BertPreTokenizer, WordPiece with
-    100-character words), without its added-token matching: like Google's tokenizer, tfbert
-    treats "[CLS]" in input text as text (transformers: `split_special_tokens=True`)."""
+    `max_chars`-character words, 100 by default), without its added-token matching: like
+    Google's tokenizer, tfbert treats "[CLS]" in input text as text (transformers:
+    `split_special_tokens=True`)."""
     ref = tokenizers.Tokenizer(tokenizers.models.WordPiece.from_file(
-        vocab_file, unk_token="[UNK]", max_input_chars_per_word=100))
+        vocab_file, unk_token="[UNK]", max_input_chars_per_word=max_chars))
     ref.normalizer = tokenizers.normalizers.BertNormalizer(
         clean_text=True, handle_chinese_chars=True, strip_accents=lower_case,
         lowercase=lower_case)
@@ -321,6 +322,31 @@ def test_slow_python_reference_agrees_on_edge_cases(english_vocab):
              if got == slow.convert_tokens_to_ids(slow.tokenize(t))]
     assert set(EDGE_CASES) - set(agree) <= known_differences, set(EDGE_CASES) - set(agree)
     assert len(agree) >= len(EDGE_CASES) - len(known_differences)
+
+
+def test_max_chars_per_word_follows_either_reference(english_vocab):
+    """100 (the default) is `tokenizers`' limit, 200 Google's tokenization.py's: with each, the
+    ids and offsets equal the reference run with that limit, on both tiers and words of 99-260
+    characters."""
+    long_words = ["x" * 150, "é" * 150 + " tail", "ab" * 100, "q" * 200 + " " + "r" * 201,
+                  "中" + "ａ" * 180 + "中", "hello " + "z" * 260]
+    texts = EDGE_CASES + long_words
+    for limit in (100, 200):
+        tokenizer = BertTokenizer(english_vocab, max_chars_per_word=limit)
+        result = compare(tokenizer, reference(english_vocab, True, limit), texts)
+        assert result["same_ids"] == result["same_offsets"] == len(texts), (limit, result)
+        tokenizer._force_word_path = True
+        result = compare(tokenizer, reference(english_vocab, True, limit), texts)
+        assert result["same_ids"] == len(texts), (limit, result)
+    short = BertTokenizer(english_vocab)
+    assert short.max_chars_per_word == 100
+    assert short.tokenize(tf.constant(["x" * 150])).to_list() == [[short.unk_id]]
+    google = BertTokenizer.from_config(BertTokenizer(english_vocab,
+                                                     max_chars_per_word=200).get_config())
+    assert google.max_chars_per_word == 200
+    assert len(google.tokenize(tf.constant(["x" * 150])).to_list()[0]) > 1
+    with pytest.raises(ValueError, match="max_chars_per_word"):
+        BertTokenizer(english_vocab, max_chars_per_word=0)
 
 
 # --- offsets, detokenize -----------------------------------------------------------------------

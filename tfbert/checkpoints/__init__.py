@@ -28,7 +28,7 @@ import os
 from typing import Any
 
 from tfbert._lazy import lazy_names
-from tfbert.checkpoints import google, hf, keras_hub, names, native
+from tfbert.checkpoints import google, heads, hf, keras_hub, names, native
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError
 from tfbert.config import BertConfig
 
@@ -103,30 +103,53 @@ def read_checkpoint(source: Any, config: BertConfig | None = None) -> Checkpoint
 
 def write_checkpoint(checkpoint: Checkpoint, directory: str, format: str = "tfbert",
                      model_info: dict[str, Any] | None = None,
-                     metadata: dict[str, Any] | None = None) -> None:
+                     metadata: dict[str, Any] | None = None,
+                     approximate_activation: bool = False,
+                     approximation: dict[str, Any] | None = None) -> None:
     """Writes a canonical checkpoint to a directory in one of the writable formats.
 
     Args:
         checkpoint: Checkpoint. Weights (encoder, `cls.*`, `head.*`), config and vocab.
         directory: str. Created if missing.
         format: str. "tfbert" (config.json, model.safetensors, vocab.txt, tfbert.json;
-            transformers' BertModel reads it too), "hf" (the same without tfbert.json and
-            task heads) or "google" (bert_config.json + bert_model.ckpt.*).
-        model_info: dict or None. tfbert.json's model entries (`native.write_native`); needed
-            for format "tfbert".
-        metadata: dict or None. JSON-serialisable caller data for tfbert.json; tfbert only.
+            transformers' BertModel reads it too), "hf" (transformers' layout; a task head
+            as its `BertFor...` class, `heads.py`) or "google" (bert_config.json +
+            bert_model.ckpt.*; a task head under run_classifier's / run_squad's names).
+        model_info: dict or None. tfbert.json's model entries (`native.write_native`): the
+            class whose head the `head.*` weights are; needed for format "tfbert" and for a
+            task head in the other formats.
+        metadata: dict or None. JSON-serialisable caller data for tfbert.json. Format "hf"
+            takes only "labels" (written as id2label / label2id); "google" takes none.
+        approximate_activation: bool. Format "google": write exact GELU as Google's tanh form
+            (else that is a CheckpointError, `google.check_expressible`).
+        approximation: dict or None. Format "google": the measured change, recorded in
+            bert_config.json.
+
+    Raises:
+        CheckpointError: a config or head the format cannot hold, before anything is written.
     """
     if format not in ("tfbert", "hf", "google"):
         raise ValueError(f"format must be 'tfbert', 'hf' or 'google', got {format!r}")
-    if metadata and format != "tfbert":
-        raise ValueError(f"metadata is written to tfbert.json, which format={format!r} has not")
+    allowed = {"hf": {"labels"}, "google": set()}.get(format)
+    if metadata and allowed is not None and set(metadata) - allowed:
+        raise ValueError(f"metadata is written to tfbert.json, which format={format!r} has not "
+                         f"(it holds {sorted(allowed) or 'no metadata'}); got "
+                         f"{sorted(set(metadata) - allowed)}")
+    if approximate_activation and format != "google":
+        raise ValueError("approximate_activation applies to format='google' only")
     if format == "google":
-        google.write_google(checkpoint, directory)
+        google.write_google(checkpoint, directory, model_info, approximate_activation,
+                            approximation)
     elif format == "hf":
+        head_state, entries = heads.to_hf(checkpoint.weights, model_info,
+                                          (metadata or {}).get("labels"), checkpoint.source)
+        head = heads.by_class((model_info or {}).get("model_class")) if head_state else None
+        dropped = heads.POOLER if head and head.sequence else ()  # not in HF's class
         plain = {k: v for k, v in checkpoint.weights.items()
-                 if not k.startswith(names.HEAD_PREFIX)}
-        hf.write_hf(Checkpoint(config=checkpoint.config, weights=plain, source=checkpoint.source,
-                               format="hf", vocab_file=checkpoint.vocab_file), directory)
+                 if not k.startswith(names.HEAD_PREFIX) and k not in dropped}
+        hf.write_hf(Checkpoint(config=checkpoint.config, weights={**plain, **head_state},
+                               source=checkpoint.source, format="hf",
+                               vocab_file=checkpoint.vocab_file), directory, entries)
     elif model_info is None:
         raise ValueError("format 'tfbert' records the model class: pass model_info")
     else:

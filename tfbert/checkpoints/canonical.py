@@ -43,9 +43,14 @@ class Checkpoint:
         source: str. Where it came from (a path or a description), for error messages.
         format: str. "hf", "google", "keras_hub" or "tfbert".
         vocab_file: str or None. The vocab.txt that goes with the weights, if any.
-        metadata: dict or None. tfbert.json of a tfbert directory.
+        metadata: dict or None. tfbert.json of a tfbert directory; for a fine-tuned HF or
+            Google checkpoint, the same entries read from its task head (`heads.py`:
+            model_class, model_config, task, labels).
         foreign: dict[str, np.ndarray]. Weights of a non-BERT head in the source (e.g. a HF
-            `classifier.weight`): kept aside, never loaded, listed in a log line.
+            `classifier.weight` when config.json names no class tfbert knows): kept aside,
+            never loaded, listed in a log line.
+        optional: tuple of str. Encoder names the source's model has no use for (the pooler
+            of HF's token-classification and QA classes): their absence is not an error.
     """
 
     config: BertConfig
@@ -55,6 +60,7 @@ class Checkpoint:
     vocab_file: str | None = None
     metadata: dict[str, Any] | None = None
     foreign: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    optional: tuple[str, ...] = ()
 
     @property
     def has_mlm(self) -> bool:
@@ -92,7 +98,7 @@ class Checkpoint:
 
         problems = []
         missing = [e.canonical for e in names.encoder_entries(self.config.num_hidden_layers)
-                   if e.canonical not in self.weights]
+                   if e.canonical not in self.weights and e.canonical not in self.optional]
         for entries in (names.mlm_entries(), names.nsp_entries()):
             present = [e.canonical for e in entries if e.canonical in self.weights]
             if present and len(present) < len(entries):

@@ -1,8 +1,11 @@
 """Google TF1 BERT checkpoints: bert_config.json + bert_model.ckpt.{index,data-*} + vocab.txt.
 
 Read with `tf.train.load_checkpoint` (no TF1 graph is built). Optimizer slots (`.../adam_m`,
-`.../adam_v`) and `global_step` of a training checkpoint are skipped silently. Written with
-`tf.raw_ops.SaveV2` under Google's variable names, so Google's run_classifier.py can restore it.
+`.../adam_v`) and `global_step` of a training checkpoint are skipped silently; the head of a
+run_classifier.py or run_squad.py checkpoint (`output_weights`, `cls/squad/output_weights`) loads
+as tfbert's task head (`heads.py`). Written with `tf.raw_ops.SaveV2` under Google's variable
+names, so Google's run_classifier.py / run_squad.py can restore it. A config Google's code would
+run differently is refused (`check_expressible`).
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import json
 import logging
 import os
 import re
+from typing import Any
 
 import numpy as np
 
-from tfbert.checkpoints import names
+from tfbert.checkpoints import heads, names
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, as_float32
 from tfbert.config import BertConfig
 
@@ -131,37 +135,80 @@ def read_google(path: str, config: BertConfig | None = None) -> Checkpoint:
         if isinstance(e, CheckpointError):
             raise
         raise CheckpointError(f"{prefix}: cannot read the TF checkpoint: {e}") from None
+    metadata = heads.from_google(weights, prefix)
     return Checkpoint(config=config, weights=weights, source=prefix, format="google",
-                      vocab_file=vocab)
+                      vocab_file=vocab, metadata=metadata)
 
 
-def write_google(checkpoint: Checkpoint, directory: str) -> str:
+def check_expressible(config: BertConfig, approximate_activation: bool = False,
+                      source: str = "") -> None:
+    """Refuses a config that Google's modeling.py would run differently from tfbert.
+
+    Its "gelu" is the tanh form and its LayerNorm epsilon is fixed at 1e-12. Exact-erf GELU
+    is written as "gelu" only with `approximate_activation` (the caller then states the
+    change, `tfbert.models.pretrained.save_pretrained` measures it).
+
+    Raises:
+        CheckpointError: naming the field and the option, if any, that allows it.
+    """
+    where = f"{source}: " if source else ""
+    if config.layer_norm_eps != 1e-12:
+        raise CheckpointError(
+            f"{where}layer_norm_eps={config.layer_norm_eps:g} cannot be expressed in Google's "
+            "bert_config.json (its modeling.py fixes LayerNorm epsilon at 1e-12); save with "
+            "format='hf' or 'tfbert'")
+    if config.hidden_act == "gelu" and not approximate_activation:
+        raise CheckpointError(
+            f"{where}hidden_act='gelu' (exact erf) cannot be expressed in Google's "
+            "bert_config.json: its \"gelu\" runs the tanh approximation, which moves the "
+            "outputs. Pass approximate_activation=True to write it as the tanh form (the save "
+            "measures and reports the largest output change), or save with format='hf'")
+
+
+def write_google(checkpoint: Checkpoint, directory: str,
+                 model_info: dict[str, Any] | None = None, approximate_activation: bool = False,
+                 approximation: dict[str, Any] | None = None) -> str:
     """Writes bert_config.json, bert_model.ckpt.{index,data-00000-of-00001} and vocab.txt.
 
-    Only the encoder and pretraining-head weights are written, under Google's names. Google's
-    bert_config.json cannot say "exact-erf GELU" or a LayerNorm epsilon other than 1e-12; for
-    such configs the full tfbert config rides along as `tfbert_config` (Google's code ignores
-    it), so tfbert reads the model back exactly.
+    The encoder, pretraining heads and a task head (run_classifier's `output_weights` /
+    `output_bias`, run_squad's `cls/squad/...`) are written under Google's names. With
+    `approximate_activation`, exact-erf GELU is written as Google's "gelu" (tanh), and the full
+    tfbert config rides along as `tfbert_config` (Google's code ignores it) so tfbert reads the
+    model back exactly; `approximation` (the measured change) is recorded beside it.
+
+    Args:
+        checkpoint: Checkpoint. What to write.
+        directory: str. Created if missing.
+        model_info: dict or None. {"model_class", "model_config"} of the model the `head.*`
+            weights belong to (`tfbert.models.weights.describe`).
+        approximate_activation: bool. Allow exact GELU to become Google's tanh form.
+        approximation: dict or None. Written to bert_config.json as `tfbert_approximation`.
 
     Returns:
         The checkpoint prefix written.
+
+    Raises:
+        CheckpointError: before anything is written, for a config (`check_expressible`) or a
+            head (`heads.to_google`) Google's code cannot run as tfbert does.
     """
     import tensorflow as tf
 
-    os.makedirs(directory, exist_ok=True)
     config = checkpoint.config
-    _write_config(config, os.path.join(directory, CONFIG_FILE))
-    tensor_names, tensors = [], []
+    check_expressible(config, approximate_activation, checkpoint.source)
+    head = heads.to_google(checkpoint.weights, model_info, checkpoint.source)
+    os.makedirs(directory, exist_ok=True)
+    _write_config(config, os.path.join(directory, CONFIG_FILE), approximation)
+    tensor_names, tensors = list(head), list(head.values())
     for entry in names.all_entries(config.num_hidden_layers):
         if entry.canonical in checkpoint.weights:
             value = np.asarray(checkpoint.weights[entry.canonical], dtype=np.float32)
             tensor_names.append(entry.google)
             tensors.append(np.ascontiguousarray(value.T if entry.transpose else value))
-    skipped = sorted(k for k in checkpoint.weights
-                     if not (names.is_encoder(k) or names.is_pretraining_head(k)))
+    skipped = sorted(k for k in checkpoint.weights if not (
+        names.is_encoder(k) or names.is_pretraining_head(k) or k.startswith(names.HEAD_PREFIX)))
     if skipped:
-        logger.warning("Google's format has no place for task-head weights; not written: %s",
-                       ", ".join(skipped))
+        raise CheckpointError(f"{checkpoint.source}: weights with no Google name: "
+                              f"{', '.join(skipped)}")
     prefix = os.path.join(directory, CHECKPOINT_NAME)
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=tensor_names,
                       shape_and_slices=[""] * len(tensors), tensors=tensors)
@@ -173,21 +220,20 @@ def write_google(checkpoint: Checkpoint, directory: str) -> str:
     return prefix
 
 
-def _write_config(config: BertConfig, path: str) -> None:
-    expressible = config.hidden_act != "gelu" and config.layer_norm_eps == 1e-12
-    # Google's "gelu" is the tanh form: the nearest thing it can run for exact GELU.
+def _write_config(config: BertConfig, path: str,
+                  approximation: dict[str, Any] | None) -> None:
+    # Google's "gelu" is the tanh form: the nearest thing it can run for exact GELU
+    # (check_expressible has let it through only with approximate_activation).
     nearest = config if config.hidden_act != "gelu" else dataclasses.replace(
         config, hidden_act="gelu_tanh")
     nearest.to_json_file(path, "google")
     with open(path, encoding="utf-8") as f:
         values = json.load(f)
     values["do_lower_case"] = config.lower_case
-    if not expressible:
-        logger.warning("bert_config.json cannot express hidden_act=%r with layer_norm_eps=%g "
-                       "(Google's code runs \"gelu\" as the tanh form, with epsilon 1e-12); "
-                       "tfbert reads the exact config from the tfbert_config entry",
-                       config.hidden_act, config.layer_norm_eps)
+    if nearest is not config:
         values["tfbert_config"] = config.to_dict()
+        if approximation:
+            values["tfbert_approximation"] = approximation
     with open(path, "w", encoding="utf-8") as f:
         json.dump(values, f, indent=2, sort_keys=True)
         f.write("\n")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tfbert.checkpoints import names
+from tfbert.checkpoints import heads, names
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, as_float32
 from tfbert.config import BertConfig
 from tfbert.fileio import atomic_write
@@ -83,14 +83,23 @@ def read_lower_case(path: str, values: dict[str, Any]) -> bool | None:
     return None
 
 
-def read_config(path: str) -> BertConfig:
-    """config.json (+ tokenizer_config.json's do_lower_case) as a BertConfig."""
+def read_values(path: str) -> dict[str, Any]:
+    """config.json of a HF directory as a dict."""
     config_file = os.path.join(path, CONFIG_FILE)
     with open(config_file, encoding="utf-8") as f:
         try:
             values = json.load(f)
         except json.JSONDecodeError as e:
             raise CheckpointError(f"{config_file}: not valid JSON ({e})") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{config_file}: expected a JSON object")
+    return values
+
+
+def read_config(path: str) -> BertConfig:
+    """config.json (+ tokenizer_config.json's do_lower_case) as a BertConfig."""
+    config_file = os.path.join(path, CONFIG_FILE)
+    values = read_values(path)
     if isinstance(values, dict) and "model_type" not in values:
         # pytorch-pretrained-bert's config.json has no model_type, and its "gelu" is the exact
         # erf form like transformers'; BertConfig.from_json_file would read it as Google's.
@@ -159,10 +168,19 @@ def read_hf(path: str, config: BertConfig | None = None) -> Checkpoint:
                               f"needs it). Files present: {sorted(os.listdir(path))}")
     config = config or read_config(path)
     source = weight_file(path)
-    weights, foreign = to_canonical(read_state_dict(source), source)
+    state = read_state_dict(source)
+    values = read_values(path)
+    # A BertFor... head named by config.json's architectures; tfbert's own head.* keys
+    # (a tfbert directory) are read as they are.
+    metadata = None
+    if not any(k.startswith(names.HEAD_PREFIX) for k in state):
+        metadata = heads.from_hf(state, values, os.path.join(path, CONFIG_FILE))
+    weights, foreign = to_canonical(state, source)
+    head = heads.by_class((metadata or {}).get("model_class"))
     vocab = os.path.join(path, "vocab.txt")
     return Checkpoint(config=config, weights=weights, source=source, format="hf",
-                      vocab_file=vocab if os.path.isfile(vocab) else None, foreign=foreign)
+                      vocab_file=vocab if os.path.isfile(vocab) else None, foreign=foreign,
+                      metadata=metadata, optional=heads.POOLER if head and head.sequence else ())
 
 
 def to_hf_state(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -171,17 +189,27 @@ def to_hf_state(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             for k, v in weights.items()}
 
 
-def write_hf(checkpoint: Checkpoint, directory: str) -> None:
+def write_hf(checkpoint: Checkpoint, directory: str,
+             config_entries: dict[str, Any] | None = None) -> None:
     """Writes config.json (HF flavour, with do_lower_case), model.safetensors and vocab.txt.
 
     Args:
-        checkpoint: Checkpoint. What to write.
+        checkpoint: Checkpoint. What to write (every weight, under `names.canonical_to_hf`).
         directory: str. Created if missing; existing files of the same names are replaced.
+        config_entries: dict or None. Set in config.json over the config's own fields (a task
+            head's architectures, id2label, label2id, num_labels, ...).
     """
     from safetensors.numpy import save
 
     os.makedirs(directory, exist_ok=True)
-    checkpoint.config.to_json_file(os.path.join(directory, CONFIG_FILE), "hf")
+    config_file = os.path.join(directory, CONFIG_FILE)
+    checkpoint.config.to_json_file(config_file, "hf")
+    if config_entries:
+        with open(config_file, encoding="utf-8") as f:
+            values = {**json.load(f), **config_entries}
+        with open(config_file, "w", encoding="utf-8") as f:
+            json.dump(values, f, indent=2, sort_keys=True)
+            f.write("\n")
     # (safetensors' save_file writes in place with mode 0600: atomically, with ordinary modes)
     with atomic_write(os.path.join(directory, "model.safetensors"), "wb") as f:
         f.write(save(to_hf_state(checkpoint.weights), metadata={"format": "pt"}))

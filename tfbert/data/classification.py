@@ -48,7 +48,7 @@ from tfbert.errors import UserError
 logger = logging.getLogger(__name__)
 
 SENTIMENT_LABELS = ("negative", "positive")  # ids 0 and 1, as in corpora.reviews()
-BUILTIN_TASKS = ("sentiment",)
+BUILTIN_TASKS = ("sentiment",)  # benchmark tasks read from --data_dir: tfbert.data.benchmarks
 COLUMNS = ("text", "label", "text_b", "id")  # the column names a file may use (id is ignored)
 _PREPROCESS_BATCH = 256  # texts tokenized per call inside the pipeline
 _FORMATS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -62,12 +62,14 @@ _RULE = ("text, label and optionally text_b and id, in any order; names are comp
 
 @dataclasses.dataclass(frozen=True)
 class ClassificationExample:
-    """One example. label is None in unlabelled data; source is "path:line" for messages."""
+    """One example. label is None in unlabelled data; source is "path:line" for messages; id is
+    the row's own id where the data has one (CLUE test files), written with its prediction."""
 
     text: str
     label: str | None
     text_b: str | None = None
     source: str = ""
+    id: str | None = None
 
 
 # --- files ------------------------------------------------------------------------------------

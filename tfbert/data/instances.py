@@ -9,6 +9,8 @@ from a random end of the longer segment, `dupe_factor` passes, deterministic for
 
 An instance holds TEXT, not token ids: the tf.data pipeline re-tokenizes it and masks
 dynamically (fresh masks every epoch), so ids and masks are not frozen into the records.
+(`output_format="google"` freezes one masking of the same instances into google-research/bert's
+record format instead, for trainers that read that: `tfbert.data.google_records`.)
 Truncation therefore cuts the text at word boundaries of BERT's basic tokenizer (a CJK
 character, a punctuation mark, or a whitespace-separated word with all its `##` pieces), which
 guarantees that re-tokenizing the stored text gives exactly the counted tokens, so A and B
@@ -708,7 +710,9 @@ def create_pretraining_data(output_file: str, vocab_file: str,
                             progress: bool = True,
                             documents: Sequence[list[str]] | None = None,
                             encoding: str = textfiles.DEFAULT_ENCODING,
-                            max_bad_fraction: float = textfiles.CORPUS_MAX_BAD_FRACTION
+                            max_bad_fraction: float = textfiles.CORPUS_MAX_BAD_FRACTION,
+                            output_format: str = "tfbert", max_predictions_per_seq: int = 20,
+                            masked_lm_prob: float = 0.15, do_whole_word_mask: bool = False
                             ) -> tuple[Stats, list[str]]:
     """Writes pretraining TFRecords (see `tfbert.data.records`) from text files, from
     in-memory `documents`, or (neither given) from the built-in Chinese corpus.
@@ -742,6 +746,14 @@ def create_pretraining_data(output_file: str, vocab_file: str,
             UTF-8, as tfbert writes it).
         max_bad_fraction: float. Share of a file's lines that may be dropped for undecodable
             bytes (see `read_text_documents`).
+        output_format: str. "tfbert": text pairs, masked when read (`tfbert.data.records`).
+            "google": google-research/bert's token ids with static masks, drawn here
+            (`tfbert.data.google_records`); the instances are the same for the same input,
+            options and seed.
+        max_predictions_per_seq: int. google format: masked positions per record (P).
+        masked_lm_prob: float. google format: share of non-special tokens masked.
+        do_whole_word_mask: bool. google format: mask a token with its `##` pieces (and,
+            with `whole_word_mask`, whole jieba words).
 
     Returns:
         (Stats, the shard paths written).
@@ -759,6 +771,15 @@ def create_pretraining_data(output_file: str, vocab_file: str,
 
     options = options or InstanceOptions()
     encoding = textfiles.check_encoding(encoding)
+    if output_format not in records_lib.RECORD_FORMATS:
+        raise UserError(f"output_format {output_format!r} is not one of "
+                        f"{sorted(records_lib.RECORD_FORMATS)}")
+    if output_format == records_lib.GOOGLE and not (
+            1 <= max_predictions_per_seq <= options.max_seq_length):
+        raise UserError(f"max_predictions_per_seq {max_predictions_per_seq} must be in "
+                        f"[1, max_seq_length={options.max_seq_length}]")
+    if output_format == records_lib.GOOGLE and not 0 < masked_lm_prob <= 1:
+        raise UserError(f"masked_lm_prob {masked_lm_prob} is not in (0, 1]")
     if input_files and documents is not None:
         raise ValueError("pass input_files or documents, not both")
     skipped: list[tuple[str, int, str]] = []
@@ -795,6 +816,13 @@ def create_pretraining_data(output_file: str, vocab_file: str,
                 bar.update(1)
 
     spans = bert_word_spans(vocab_file, lower_case=lower_case)
+    encoder = None
+    if output_format == records_lib.GOOGLE:
+        from tfbert.data.google_records import GoogleRecordEncoder
+
+        encoder = GoogleRecordEncoder(vocab_file, options.max_seq_length,
+                                      max_predictions_per_seq, masked_lm_prob,
+                                      do_whole_word_mask, lower_case, seed=seed)
     stats = Stats()
     final_paths = records_lib.shard_paths(output_file, num_shards)
     directory, name = os.path.split(output_file)
@@ -805,10 +833,16 @@ def create_pretraining_data(output_file: str, vocab_file: str,
             for inst in create_instances_multi_pass(
                     lambda: tokenize_documents(read_texts(), spans, whole_word_mask), options,
                     seed, stats=stats):
-                writer.write(records_lib.make_example(inst.text_a, inst.text_b,
-                                                      inst.next_sentence_label,
-                                                      inst.word_starts_a, inst.word_starts_b))
+                if encoder is None:
+                    writer.write(records_lib.make_example(inst.text_a, inst.text_b,
+                                                          inst.next_sentence_label,
+                                                          inst.word_starts_a, inst.word_starts_b))
+                else:
+                    for record in encoder.add(inst):
+                        writer.write(record)
                 bar.set_postfix(instances=f"{stats.instances:,}", refresh=False)
+            for record in encoder.flush() if encoder is not None else ():
+                writer.write(record)
         stats.bad_lines = len(skipped)
         if stats.documents < 2 or stats.instances == 0:
             raise UserError(f"{source}: {stats.documents} document(s) with tokens made "

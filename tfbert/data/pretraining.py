@@ -1,5 +1,9 @@
 """The pretraining input pipeline: TFRecords of text pairs -> masked-LM + NSP batches, in-graph.
 
+Records of google-research/bert's format (token ids with stored masks) go the same way from
+the parse on, through `tfbert.data.google_records.GoogleRecordsTransform` instead of tokenizing
+and packing: the format is told from the files' first records.
+
 Shape legend: B = batch (per replica under tf.distribute), T = max_seq_length,
 P = max_predictions_per_seq.
 
@@ -21,7 +25,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfbert.data import records as records_lib
+from tfbert.data.google_records import GoogleRecordsTransform, feature_spec
 from tfbert.data.masking import DynamicMasker, continuation_flags, tokens_starting_words
+from tfbert.text.vocab import load_vocab
 
 logger = logging.getLogger(__name__)
 
@@ -134,8 +140,10 @@ def pretraining_dataset(
     readable_bytes: Mapping[str, int] | None = None,
     input_context: tf.distribute.InputContext | None = None,
     cycle_length: int = 8,
+    static_masking: bool = False,
 ) -> tf.data.Dataset:
-    """Batches of pretraining features from `create_pretraining_data.py` records.
+    """Batches of pretraining features from `create_pretraining_data.py` records (tfbert's
+    text pairs, or google-research/bert's token ids: told from the files' first records).
 
     Each element is a dict: int32 `input_ids`, `input_mask`, `segment_ids` [B, T]; int32
     `masked_lm_positions`, `masked_lm_ids` and float32 `masked_lm_weights` [B, P]; int32
@@ -168,6 +176,9 @@ def pretraining_dataset(
             `strategy.distribute_datasets_from_function`: this pipeline reads its share of the
             files (or of the records when there are fewer files than pipelines).
         cycle_length: int. Files read in parallel.
+        static_masking: bool. google-format records only: keep their stored masks (their
+            max_predictions_per_seq must then be P). False: restore the original tokens and
+            mask afresh, exactly as tfbert's own records are masked.
 
     Returns:
         tf.data.Dataset of feature dicts.
@@ -183,11 +194,29 @@ def pretraining_dataset(
     files = records_lib.expand_file_pattern(file_pattern)
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
-    transform = PretrainingTransform(vocab_file, max_seq_length, max_predictions_per_seq,
-                                     masked_lm_prob, whole_word_mask, lower_case)
-    logger.info("pretraining_dataset: %d file(s), input pipeline %d of %d, batch %d, seq %d, "
-                "%s masking", len(files), pipeline_id + 1, num_pipelines, batch_size,
-                max_seq_length, "whole-word" if whole_word_mask else "token")
+    vocab = load_vocab(vocab_file)
+    layout = records_lib.files_layout(
+        files, max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq if static_masking else None,
+        vocab_size=len(vocab))
+    if layout.format == records_lib.GOOGLE:
+        google = GoogleRecordsTransform(vocab, max_predictions_per_seq,
+                                        masked_lm_prob, whole_word_mask, static_masking)
+        spec = feature_spec(layout.seq_length, layout.predictions)
+
+        def transform(serialized, seed):
+            return google(tf.io.parse_example(serialized, spec), seed)
+    else:
+        text = PretrainingTransform(vocab_file, max_seq_length, max_predictions_per_seq,
+                                    masked_lm_prob, whole_word_mask, lower_case)
+
+        def transform(serialized, seed):
+            return text(records_lib.parse_examples(serialized), seed)
+    masking = "stored" if static_masking and layout.format == records_lib.GOOGLE else (
+        "whole-word" if whole_word_mask else "token")
+    logger.info("pretraining_dataset: %d file(s) of %s records, input pipeline %d of %d, batch "
+                "%d, seq %d, %s masking", len(files), layout.format, pipeline_id + 1,
+                num_pipelines, batch_size, max_seq_length, masking)
     file_seed = None if seed is None else seed + 1_000_003 * pipeline_id
     ds = records_lib.read_records(files, shuffle_files=shuffle, seed=file_seed,
                                   skip_corrupt=skip_corrupt, cycle_length=cycle_length,
@@ -207,7 +236,7 @@ def pretraining_dataset(
 
     @tf.autograph.experimental.do_not_convert
     def make(serialized, mask_seed):
-        out = transform(records_lib.parse_examples(serialized), mask_seed)
+        out = transform(serialized, mask_seed)
         for name, value in out.items():
             width = {"next_sentence_labels": [], "masked_lm_positions": [
                 max_predictions_per_seq], "masked_lm_ids": [max_predictions_per_seq],

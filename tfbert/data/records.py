@@ -22,11 +22,15 @@ and goes on. All of this is in-graph (no Python in the input pipeline), so the w
 
 `scan_records` reads every file once before a run builds its model (CRCs checked by TensorFlow's
 reader, bytes counted as above), so a bad shard is a UserError at the start naming the file, the
-record and its byte offset, not an error at step 96. A bad record ends what TensorFlow can read
-of a file (its reader moves on to the next file after a checksum error), so with
-`skip_corrupt` the rest of that file is skipped; the scan counts what is skipped (for plain
-files by walking the record headers after the bad record) and tells `read_records` the bytes to
-expect, so the end-of-file check passes quietly for the known loss.
+record and its byte offset, not an error at step 96. It also tells the record format of each
+file from the features of its first record (`record_layout`): tfbert's text pairs above, or
+google-research/bert's token ids with stored masks (`tfbert.data.google_records`); an unknown
+layout, a mix of formats or shapes that do not fit the run is a UserError naming the file.
+A bad record ends what TensorFlow can read of a file (its reader moves on to the next file
+after a checksum error), so with `skip_corrupt` the rest of that file is skipped; the scan
+counts what is skipped (for plain files by walking the record headers after the bad record) and
+tells `read_records` the bytes to expect, so the end-of-file check passes quietly for the known
+loss.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import tensorflow as tf
 
+from tfbert.data.google_records import GOOGLE_FEATURES
 from tfbert.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -50,6 +55,16 @@ FEATURE_SPEC = {
     "next_sentence_labels": tf.io.FixedLenFeature([], tf.int64),
     "word_starts_a": tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64),
     "word_starts_b": tf.io.RaggedFeature(tf.int64, row_splits_dtype=tf.int64),
+}
+
+TFBERT, GOOGLE = "tfbert", "google"
+RECORD_FORMATS = {
+    TFBERT: "tfbert's text pairs (text_a, text_b: bytes; next_sentence_labels: int64), from "
+            "data_tools/create_pretraining_data.py",
+    GOOGLE: "google-research/bert's token ids with stored masks (input_ids, input_mask, "
+            "segment_ids, masked_lm_positions, masked_lm_ids, next_sentence_labels: int64; "
+            "masked_lm_weights: float), from its create_pretraining_data.py or "
+            "data_tools/create_pretraining_data.py --output_format=google",
 }
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -287,6 +302,8 @@ class ShardReport:
         skipped_records: int or None. Records (or parts of records) after `records` that cannot
             be read: counted for plain files, None when unknown (GZIP, a corrupt length field).
         skipped_bytes: int or None. Bytes of the file after `bytes_read` (None for GZIP).
+        layout: RecordLayout or None. The record format of its first record (None: no record,
+            or the scan ran without check_schema).
     """
 
     path: str
@@ -297,6 +314,7 @@ class ShardReport:
     problem: str | None = None
     skipped_records: int | None = 0
     skipped_bytes: int | None = 0
+    layout: RecordLayout | None = None
 
     def summary(self) -> dict[str, object]:
         """JSON-ready: file, records read and skipped, bytes skipped, the problem."""
@@ -306,9 +324,12 @@ class ShardReport:
 
 
 def scan_records(files: Sequence[str], what: str = "input_file", skip_corrupt: bool = False,
-                 progress: bool | None = None, check_schema: bool = True) -> list[ShardReport]:
+                 progress: bool | None = None, check_schema: bool = True,
+                 max_seq_length: int | None = None,
+                 max_predictions_per_seq: int | None = None,
+                 vocab_size: int | None = None) -> list[ShardReport]:
     """Reads every record of every file once: checksums, truncation, and (first record of each
-    file) the pretraining schema. Takes about as long as reading the files from disk.
+    file) the record format and its shapes. Takes about as long as reading the files from disk.
 
     Args:
         files: sequence of str. TFRecord files (plain or GZIP).
@@ -317,21 +338,29 @@ def scan_records(files: Sequence[str], what: str = "input_file", skip_corrupt: b
             are reported (a log warning each) and returned with their problem.
         progress: bool or None. A progress bar (tqdm, on stderr); None: for inputs of 256 MB
             or more on a terminal.
-        check_schema: bool. Parse the first record of each file with FEATURE_SPEC.
+        check_schema: bool. Tell the format of each file from its first record
+            (`record_layout`) and check that all files share one format and shape.
+        max_seq_length: int or None. For google-format records: the input_ids length they must
+            have (None: any).
+        max_predictions_per_seq: int or None. For google-format records: the masked_lm_* length
+            they must have (None: any).
+        vocab_size: int or None. For google-format records: the token ids of each file's first
+            record must be below it (records made with another vocab are refused).
 
     Returns:
         One ShardReport per file, in order.
 
     Raises:
-        UserError: a damaged file (without skip_corrupt) or records that are not pretraining
-            examples, naming the file, the record index and the byte offset.
+        UserError: a damaged file (without skip_corrupt), records that are not pretraining
+            examples of a known format, files of different formats or shapes, or shapes other
+            than the ones asked for, naming the file (and the record index and byte offset).
     """
     from tqdm.auto import tqdm
 
     infos = [_file_info(f) for f in files]
     total = sum(tf.io.gfile.stat(f).length for f in files)
     disable = (total < 256 << 20) if progress is None else not progress
-    reports = []
+    reports: list[ShardReport] = []
     with tqdm(total=total, unit="B", unit_scale=True, desc=f"checking {what}",
               disable=disable or None, leave=False) as bar:
         for path, (compression, size) in zip(files, infos, strict=True):
@@ -341,7 +370,9 @@ def scan_records(files: Sequence[str], what: str = "input_file", skip_corrupt: b
                                        bar.update if not compression else lambda n: None)
             bar.update(done + on_disk - bar.n)
             if check_schema and first is not None:
-                _check_schema(path, first, what)
+                report.layout = record_layout(first, path, what)
+                _check_layout(report, reports, what, max_seq_length, max_predictions_per_seq)
+                _check_ids(first, report, what, vocab_size)
             if report.problem:
                 if not skip_corrupt:
                     raise UserError(f"{what} {path}: {report.problem}. Regenerate the file, or "
@@ -436,15 +467,146 @@ def _walk_damage(path: str, offset: int, size: int, index: int) -> tuple[str, in
     return problem or f"unreadable from byte offset {offset}", records
 
 
-def _check_schema(path: str, first: bytes, what: str) -> None:
+# --------------------------------------------------------------------------- record formats
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordLayout:
+    """The format of a file's records, told from the features of its first record.
+
+    Attributes:
+        format: str. A RECORD_FORMATS key: "tfbert" or "google".
+        seq_length: int or None. google: the length of input_ids (T); None for tfbert.
+        predictions: int or None. google: the length of masked_lm_* (P); None for tfbert.
+    """
+
+    format: str
+    seq_length: int | None = None
+    predictions: int | None = None
+
+    def describe(self) -> str:
+        if self.format == GOOGLE:
+            return (f"google format (input_ids [{self.seq_length}], masked_lm_positions "
+                    f"[{self.predictions}])")
+        return f"{self.format} format"
+
+
+_KINDS = {"bytes_list": "bytes", "int64_list": "int64", "float_list": "float"}
+
+
+def _features(first: bytes) -> dict[str, tuple[str, int]]:
+    """name -> (kind, number of values) of a serialized tf.train.Example."""
+    example = tf.train.Example.FromString(first)
+    found = {}
+    for name, feature in example.features.feature.items():
+        kind = feature.WhichOneof("kind")
+        found[name] = (_KINDS.get(kind, "empty"), len(getattr(feature, kind).value) if kind else 0)
+    return dict(sorted(found.items()))
+
+
+def _unknown(path: str, what: str, index: int, found: str) -> UserError:
+    formats = "; ".join(f"{name}: {text}" for name, text in RECORD_FORMATS.items())
+    return UserError(f"{what} {path}: record {index} is not a tfbert pretraining example in "
+                     f"any record format tfbert reads; its features are {found}. Formats "
+                     f"supported: {formats}")
+
+
+def record_layout(first: bytes, path: str, what: str = "input_file") -> RecordLayout:
+    """The RecordLayout of a file, from its first (serialized) record.
+
+    Raises:
+        UserError: the record is not a tf.train.Example of a known format, or its google-format
+            features disagree in length; the message names the file, the features found and
+            the formats supported.
+    """
     try:
-        parse_examples(tf.constant([first]))
-    except (tf.errors.InvalidArgumentError, ValueError) as e:
-        message = str(getattr(e, "message", e)).splitlines()[0][:300]
-        raise UserError(f"{what} {path}: record 0 is not a tfbert pretraining example (text_a, "
-                        f"text_b, next_sentence_labels): {message}. Make the records with "
-                        "data_tools/create_pretraining_data.py (records of Google's script hold "
-                        "token ids, not text)") from None
+        found = _features(first)
+    except Exception:  # noqa: BLE001 - any parse failure means "not an Example"
+        raise _unknown(path, what, 0, "unreadable (not a tf.train.Example)") from None
+    listing = (", ".join(f"{n} ({k} x{c})" for n, (k, c) in found.items())
+               or "none (an empty record, or not a tf.train.Example)")
+    if all(found.get(name, ("", 0))[0] == kind for name, kind in GOOGLE_FEATURES.items()):
+        seq = {found[n][1] for n in ("input_ids", "input_mask", "segment_ids")}
+        pred = {found[n][1] for n in ("masked_lm_positions", "masked_lm_ids",
+                                      "masked_lm_weights")}
+        if len(seq) > 1 or len(pred) > 1 or found["next_sentence_labels"][1] != 1:
+            raise UserError(f"{what} {path}: record 0 is a google-format record with "
+                            f"inconsistent lengths: {listing} (input_ids, input_mask and "
+                            "segment_ids must share one length, the masked_lm_* features "
+                            "another, and next_sentence_labels hold 1 value)")
+        return RecordLayout(GOOGLE, seq.pop(), pred.pop())
+    if "text_a" in found and "text_b" in found:
+        try:
+            parse_examples(tf.constant([first]))
+        except (tf.errors.InvalidArgumentError, ValueError):
+            raise _unknown(path, what, 0, listing) from None
+        return RecordLayout(TFBERT)
+    raise _unknown(path, what, 0, listing)
+
+
+def _check_layout(report: ShardReport, earlier: Sequence[ShardReport], what: str,
+                  max_seq_length: int | None, max_predictions_per_seq: int | None) -> None:
+    """One format (and for google records one shape) across the files, fitting the flags."""
+    layout, path = report.layout, report.path
+    before = next((r for r in earlier if r.layout is not None), None)
+    if before is not None and before.layout != layout:
+        kind = "formats" if before.layout.format != layout.format else "shapes"
+        raise UserError(f"{what}: mixed record {kind}: {before.path} holds "
+                        f"{before.layout.describe()} records, {path} holds "
+                        f"{layout.describe()} records; one input reads one format and shape")
+    if layout.format != GOOGLE:
+        return
+    wrong = []
+    if max_seq_length is not None and layout.seq_length != max_seq_length:
+        wrong.append(f"input_ids/input_mask/segment_ids hold {layout.seq_length} values, "
+                     f"max_seq_length is {max_seq_length}")
+    if max_predictions_per_seq is not None and layout.predictions != max_predictions_per_seq:
+        wrong.append(f"masked_lm_positions/ids/weights hold {layout.predictions} values, "
+                     f"max_predictions_per_seq is {max_predictions_per_seq}")
+    if wrong:
+        raise UserError(f"{what} {path}: google-format records made for other shapes: "
+                        f"{'; '.join(wrong)}. Pass the records' max_seq_length and "
+                        "max_predictions_per_seq, or remake them with those values")
+
+
+def _check_ids(first: bytes, report: ShardReport, what: str, vocab_size: int | None) -> None:
+    """google-format records hold token ids: those of the first record must fit the vocab."""
+    if vocab_size is None or report.layout is None or report.layout.format != GOOGLE:
+        return
+    features = tf.train.Example.FromString(first).features.feature
+    largest = max(max(features[n].int64_list.value, default=0)
+                  for n in ("input_ids", "masked_lm_ids"))
+    if largest >= vocab_size:
+        raise UserError(f"{what} {report.path}: record 0 holds token id {largest}, but the vocab "
+                        f"has {vocab_size} tokens; the records were made with another vocab "
+                        "(pass the vocab_file they were made with)")
+
+
+def first_record(path: str) -> bytes | None:
+    """The first record of a TFRecord file (plain or GZIP), or None for an empty file."""
+    options = tf.io.TFRecordOptions(compression_type=_file_info(path)[0])
+    with _quiet_deprecation(), contextlib.suppress(tf.errors.DataLossError):
+        for record in tf.compat.v1.io.tf_record_iterator(path, options):
+            return record
+    return None  # empty, or damaged from the start (the reader's own check reports that)
+
+
+def files_layout(files: Sequence[str], what: str = "input_file",
+                 max_seq_length: int | None = None,
+                 max_predictions_per_seq: int | None = None,
+                 vocab_size: int | None = None) -> RecordLayout:
+    """The one RecordLayout of the files (first record of each; see `scan_records` for the
+    checks and errors). Files without records are passed over; none at all reads as tfbert's."""
+    reports: list[ShardReport] = []
+    for path in files:
+        first = first_record(path)
+        if first is None:
+            continue
+        report = ShardReport(path, "", 0, 0, 0, layout=record_layout(first, path, what))
+        _check_layout(report, reports, what, max_seq_length, max_predictions_per_seq)
+        _check_ids(first, report, what, vocab_size)
+        reports.append(report)
+    return reports[0].layout if reports else RecordLayout(TFBERT)
 
 
 def _crc32c_table() -> list[int]:

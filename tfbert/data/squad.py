@@ -197,9 +197,11 @@ def _read_question(qa: dict, context: str, title: str, where: str, on_bad_answer
             kind = "unmatched_answer"
             if i == 0:  # only the first answer is a training target
                 trainable = False
+        logger.debug("%s: %s", kind, message)  # each one (run_squad.py --verbose_logging)
         if qas_id not in problems[kind]:
             problems[kind].append(qas_id)
     if not is_impossible and not answers:
+        logger.debug("missing_answers: %s: question %r", where, qas_id)
         problems["missing_answers"].append(qas_id)
     return QAExample(qas_id, qa["question"], context, answers, is_impossible, trainable, title)
 

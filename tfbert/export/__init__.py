@@ -39,7 +39,9 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     Args:
         model_dir: str. A tfbert directory from save_pretrained (fine-tuned run_classifier /
             run_ner / run_squad output, or a pretrained model), or any checkpoint
-            `tfbert.from_pretrained` reads (exported as an encoder). Must hold vocab.txt.
+            `tfbert.from_pretrained` reads: a fine-tuned Hugging Face or Google one exports
+            its task head (HF's id2label as the label names), others the encoder. Must hold
+            vocab.txt.
         max_seq_length: int or None. Overrides the saved max_seq_length (needed for encoders
             saved without one; default then 128).
         pair: bool or None. Classification: sentence-pair model (`text_b` input). None reads
@@ -69,8 +71,12 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
         raise UserError(f"{model_dir}: a {dtype} export needs a model directory in tfbert's "
                         f"format (this one is {fmt}); save it with tfbert.save_pretrained first")
     else:
-        metadata = {}
-        model = pretrained.from_pretrained(model_dir)
+        # A fine-tuned HF or Google checkpoint gives its task model, task and labels (HF's
+        # id2label; Google's carry none), as tfbert.json would.
+        checkpoint = checkpoints.read_checkpoint(model_dir)
+        metadata = {k: v for k, v in (checkpoint.metadata or {}).items()
+                    if k in ("task", "labels")}
+        model = pretrained.from_pretrained(checkpoint)
     class_name = type(model).__name__
     try:
         task = registry.task_of(model).export

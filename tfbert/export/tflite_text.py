@@ -69,11 +69,12 @@ def drop_invalid_utf8(text: tf.Tensor) -> tf.Tensor:
     within = lambda x, low, high: (x >= low) & (x <= high)
     tail = lambda x: within(x, 0x80, 0xBF)
     two = within(x0, 0xC2, 0xDF) & tail(x1)
-    three = (((x0 == 0xE0) & within(x1, 0xA0, 0xBF)) | (within(x0, 0xE1, 0xEC) & tail(x1))
-             | ((x0 == 0xED) & within(x1, 0x80, 0x9F)) | (within(x0, 0xEE, 0xEF) & tail(x1))
-             ) & tail(x2) & ~((x0 == 0xEF) & (x1 == 0xBF) & (x2 == 0xBD))  # not U+FFFD
-    four = (((x0 == 0xF0) & within(x1, 0x90, 0xBF)) | (within(x0, 0xF1, 0xF3) & tail(x1))
-            | ((x0 == 0xF4) & within(x1, 0x80, 0x8F))) & tail(x2) & tail(x3)
+    fffd = tf.equal(x0, 0xEF) & tf.equal(x1, 0xBF) & tf.equal(x2, 0xBD)  # U+FFFD itself
+    three = ((tf.equal(x0, 0xE0) & within(x1, 0xA0, 0xBF)) | (within(x0, 0xE1, 0xEC) & tail(x1))
+             | (tf.equal(x0, 0xED) & within(x1, 0x80, 0x9F)) | (within(x0, 0xEE, 0xEF) & tail(x1))
+             ) & tail(x2) & ~fffd
+    four = ((tf.equal(x0, 0xF0) & within(x1, 0x90, 0xBF)) | (within(x0, 0xF1, 0xF3) & tail(x1))
+            | (tf.equal(x0, 0xF4) & within(x1, 0x80, 0x8F))) & tail(x2) & tail(x3)
     # Length of the kept sequence starting at each byte (0: none). A byte inside a sequence is
     # never the lead byte of another, so checking every position alone is exact.
     length = tf.where(within(x0, 0, 0x7F), 1, tf.where(two, 2, tf.where(three, 3,
@@ -235,7 +236,7 @@ class TextPacker(tf.Module):
         from_a = tf.gather(a, tf.clip_by_value(pos - 1, 0, t - 1) + tf.zeros_like(la_),
                            batch_dims=1)  # [B, T]
         ids = tf.where(in_a, from_a, self.pad_id)
-        sep = pos == la_ + 1
+        sep = tf.equal(pos, la_ + 1)
         length = la_ + 2
         segment = tf.zeros_like(ids)
         if text_b is not None:
@@ -243,11 +244,11 @@ class TextPacker(tf.Module):
             in_b = (pos >= la_ + 2) & (pos <= la_ + lb_ + 1)
             from_b = tf.gather(b, tf.clip_by_value(pos - la_ - 2, 0, t - 1), batch_dims=1)
             ids = tf.where(in_b, from_b, ids)
-            sep |= pos == la_ + lb_ + 2
+            sep |= tf.equal(pos, la_ + lb_ + 2)
             length += lb_ + 1
             # (tf.where, not a cast of the bool: the converter turns that cast into an invalid
             # zeros_like of bools inside the embedding lookup)
             segment = tf.where((pos >= la_ + 2) & (pos < length), 1, 0)
-        ids = tf.where(pos == 0, self.cls_id, tf.where(sep, self.sep_id, ids))
+        ids = tf.where(tf.equal(pos, 0), self.cls_id, tf.where(sep, self.sep_id, ids))
         mask = tf.cast(pos < length, tf.int32)
         return {"input_ids": ids, "input_mask": mask, "segment_ids": segment}

@@ -215,12 +215,13 @@ class BertEncoder(FeatureDictModel):
 
     @classmethod
     def from_pretrained(cls, path: str, **kwargs: Any) -> BertEncoder:
-        """Loads a checkpoint directory (HF, Google TF1, keras-hub or tfbert's own format).
+        """The encoder of a checkpoint directory (HF, Google TF1, keras-hub or tfbert's own
+        format; a fine-tuned checkpoint's head is left out).
 
         Args:
             path: str. Checkpoint directory; see `tfbert.from_pretrained`.
-            **kwargs: passed to `tfbert.from_pretrained`.
+            **kwargs: passed to `tfbert.from_pretrained` (config, strict).
         """
         from tfbert.models import pretrained  # a cycle: the loader builds BertEncoders
 
-        return pretrained.from_pretrained(path, **kwargs)
+        return pretrained.model_from_pretrained(cls, path, **kwargs)

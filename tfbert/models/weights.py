@@ -5,9 +5,9 @@ kernels as EinsumDense tensors (query/key/value [H, N, D], output [N, D, H]; see
 table in tfbert/models/encoder.py). A linear layer's HF weight W [out, in] becomes
 `W.T.reshape(kernel.shape)`; every other weight is reshaped only (e.g. a Q bias [H] -> [N, D]).
 
-Task-head weights that BERT checkpoints have no name for (classifier, token classifier, span
-labeler) are stored as `head.<Keras variable path with dots>`, e.g. `head.logits.kernel`, in
-Keras layout.
+Task-head weights (classifier, token classifier, span labeler) are stored as `head.<Keras
+variable path with dots>`, e.g. `head.logits.kernel`, in Keras layout; `tfbert.checkpoints.heads`
+maps Google's and Hugging Face's fine-tuned heads to and from these names.
 
 `tfbert.models.pretrained` (from_pretrained, save_pretrained, load_model) is built on these.
 """
@@ -148,6 +148,11 @@ def assign(variables: dict[str, Any], weights: dict[str, np.ndarray], source: st
 def _load_present(variables: dict[str, Any], checkpoint: Checkpoint, what: str) -> None:
     present = {k: v for k, v in variables.items() if k in checkpoint.weights}
     missing = sorted(set(variables) - set(present))
+    unused = [k for k in missing if k in checkpoint.optional]
+    if unused:  # e.g. the pooler, which HF's token-classification and QA models lack
+        logger.info("%s: %s keeps initial values for %s, which the checkpoint's model does "
+                    "not use", checkpoint.source, what, ", ".join(unused))
+        missing = [k for k in missing if k not in checkpoint.optional]
     if missing:  # check(strict=True) has already refused this unless the caller allowed it
         logger.warning("%s: %s has no value for %d variable(s); they keep their initial "
                        "values:%s", checkpoint.source, what, len(missing),
@@ -172,6 +177,9 @@ def build_and_load(cls: type, checkpoint: Checkpoint, strict: bool = True,
         if kwargs:
             raise TypeError(f"BertEncoder.from_pretrained got unexpected arguments "
                             f"{sorted(kwargs)}")
+        if checkpoint.head_weights():
+            logger.info("%s holds a %s head; a BertEncoder loads the encoder only",
+                        checkpoint.source, (checkpoint.metadata or {}).get("model_class"))
         return encoder
     metadata = checkpoint.metadata or {}
     same_class = metadata.get("model_class") == cls.__name__

@@ -1,14 +1,23 @@
 """Text classification end to end: `run_classifier(ClassifierConfig) -> results`, behind
 run_classifier.py.
 
-Data comes from one of: a built-in task (`sentiment`), TSV/CSV/JSONL files, or a TensorFlow
-Datasets name. The run fine-tunes a BertClassifier (from a checkpoint or random init), keeps the
-epoch with the best dev `best_metric`, and writes to output_dir:
+Data comes from one of: a built-in task (`sentiment`), a benchmark task read by name from its
+folder (`task_name` with `data_dir`: GLUE's cola/mnli/mrpc, xnli, CLUE's afqmc/tnews/iflytek/
+cmnli/ocnli, `tfbert.data.benchmarks`, layouts in docs/tasks.md), TSV/CSV/JSONL files, or a
+TensorFlow Datasets name. The run fine-tunes a BertClassifier (from a checkpoint or random
+init), keeps the epoch with the best dev `best_metric`, and writes to output_dir:
 
     results.json          {"dev": {"accuracy", "macro_f1", "per_class", ...},
                            "test": {...}, "train": {"history", "best_epoch", ...}, "labels": [...],
                            "run_id": ...}
-    test_predictions.tsv  index, text[, text_b], label, predicted, then one probability per class
+    test_predictions.tsv  index (the row's id where the data has one), text[, text_b], label,
+                          predicted, then one probability per class
+  and for a benchmark task (data_dir), google-research/bert's files:
+    eval_results.txt      its dev report: `key = value` lines eval_accuracy,
+                          eval_loss (mean dev cross-entropy), global_step (optimizer steps of
+                          this run, 0 without training), loss (the same mean)
+    test_results.tsv      its predictions: one row per test example, in
+                          order, of tab-separated class probabilities (no header)
     model/                the fine-tuned model (tfbert.save_pretrained; metadata task/labels/
                           max_seq_length/lower_case/run_id), reloadable with
                           tfbert.checkpoints.load_model
@@ -23,6 +32,7 @@ import csv
 import dataclasses
 import logging
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +40,7 @@ import keras
 import numpy as np
 
 import tfbert
+from tfbert.data import benchmarks
 from tfbert.data import classification as data
 from tfbert.errors import UserError
 from tfbert.evaluation.classification import classification_metrics
@@ -46,7 +57,15 @@ class ClassifierConfig(TaskConfig):
     fields (checkpoint, batch sizes, epochs, learning rate, do_train/do_eval/do_predict, ...).
 
     Args:
-        task_name: str or None. Built-in task: "sentiment".
+        task_name: str or None. Built-in task "sentiment", or with data_dir a benchmark task
+            (`tfbert.data.benchmarks.TASKS`: cola, mnli, mrpc, xnli, afqmc, tnews, iflytek,
+            cmnli, ocnli); case-insensitive.
+        data_dir: str or None. The benchmark task's folder (docs/tasks.md). Without do_train
+            the dev split is read only for do_eval; MNLI's dev_mismatched.tsv is scored too
+            (results["dev_mismatched"]) when present.
+        xnli_language: str. XNLI's language (train multinli.train.LANG.tsv, dev/test rows).
+        predict_batch_size: int or None. Batch for the test predictions (eval_batch_size when
+            None).
         train_file, dev_file, test_file: str or None. TSV/CSV/JSONL files (columns text, label,
             optional text_b); test_file may lack labels (predictions only).
         tfds_name: str or None. TensorFlow Datasets name, e.g. "glue/mrpc".
@@ -59,6 +78,9 @@ class ClassifierConfig(TaskConfig):
     """
 
     task_name: str | None = None
+    data_dir: str | None = None
+    xnli_language: str = "zh"
+    predict_batch_size: int | None = None
     train_file: str | None = None
     dev_file: str | None = None
     test_file: str | None = None
@@ -72,6 +94,17 @@ class ClassifierConfig(TaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.task_name:
+            self.task_name = self.task_name.lower()
+        if self.data_dir and self.task_name not in benchmarks.TASKS:
+            raise UserError(f"data_dir needs a benchmark task_name (one of "
+                            f"{sorted(benchmarks.TASKS)}), got {self.task_name!r}")
+        if self.task_name in benchmarks.TASKS and not self.data_dir:
+            raise UserError(f"task_name {self.task_name!r} reads its files from data_dir; give "
+                            "--data_dir (the task's folder, see docs/tasks.md)")
+        if self.predict_batch_size is not None and self.predict_batch_size < 1:
+            raise UserError(f"predict_batch_size must be a positive integer, got "
+                            f"{self.predict_batch_size!r}")
         sources = [s for s, given in (("task_name", self.task_name),
                                       ("train_file/dev_file/test_file",
                                        self.train_file or self.dev_file or self.test_file),
@@ -79,9 +112,10 @@ class ClassifierConfig(TaskConfig):
         if len(sources) != 1:
             raise UserError("give exactly one data source: task_name, train_file/dev_file/"
                             f"test_file or tfds_name (got {sources or 'none'})")
-        if self.task_name and self.task_name not in data.BUILTIN_TASKS:
+        if self.task_name and self.task_name not in (*data.BUILTIN_TASKS, *benchmarks.TASKS):
             raise UserError(f"unknown task_name {self.task_name!r}; built-in tasks: "
-                            f"{data.BUILTIN_TASKS}")
+                            f"{data.BUILTIN_TASKS}, benchmark tasks (with data_dir): "
+                            f"{sorted(benchmarks.TASKS)}")
         if not 0 <= self.head_hidden_layers <= 3:
             raise UserError(f"head_hidden_layers must be 0-3, got {self.head_hidden_layers}")
         if self.best_metric not in ("accuracy", "macro_f1"):
@@ -91,15 +125,22 @@ class ClassifierConfig(TaskConfig):
 
 def load_data(config: ClassifierConfig) -> tuple[dict[str, list[Any] | None], list[str] | None]:
     """The train/dev/test examples the run needs (None where a split is not given or not needed)
-    and the label names of the source in class-id order (the built-in task's, the TFDS
-    ClassLabel's, or sorted from the training file; None without training data)."""
-    needed = {"train": config.do_train, "dev": config.do_train or config.do_eval,
+    and the label names of the source in class-id order (the built-in or benchmark task's, the
+    TFDS ClassLabel's, or sorted from the training file; None without training data). A
+    benchmark run reads dev only for do_eval (google-research/bert's meaning), and MNLI's
+    dev_mismatched beside it when the file is there."""
+    needed = {"train": config.do_train,
+              "dev": config.do_eval or (config.do_train and not config.data_dir),
               "test": config.do_predict}
     splits: dict[str, list[Any] | None] = {}
     labels = None
     for i, split in enumerate(("train", "dev", "test")):
         examples = None
-        if needed[split] and config.task_name:
+        if needed[split] and config.data_dir:
+            examples = benchmarks.read_task(config.task_name, config.data_dir, split,
+                                            config.xnli_language, config.input_encoding)
+            labels = list(benchmarks.TASKS[config.task_name].labels)
+        elif needed[split] and config.task_name:
             examples, labels = (data.builtin_examples(config.task_name, split),
                                 data.builtin_labels(config.task_name))
         elif needed[split] and config.tfds_name:
@@ -113,6 +154,16 @@ def load_data(config: ClassifierConfig) -> tuple[dict[str, list[Any] | None], li
             if split == "train" and examples:
                 labels = data.label_list(examples)
         splits[split] = config.limit(examples, split)
+    extra = [s for s in benchmarks.TASKS[config.task_name].splits
+             if s not in splits] if config.data_dir and config.do_eval else []
+    for split in extra:  # MNLI's dev_mismatched
+        path = benchmarks.task_file(config.task_name, config.data_dir, split)
+        if os.path.exists(path) or "://" in path:
+            splits[split] = config.limit(benchmarks.read_task(
+                config.task_name, config.data_dir, split, config.xnli_language,
+                config.input_encoding), "dev")
+        else:
+            logger.info("%s not found: %s not scored", path, split)
     return splits, labels
 
 
@@ -133,6 +184,7 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
     keras.utils.set_random_seed(config.seed)
     splits, labels = load_data(config)
     train, dev, test = splits["train"], splits["dev"], splits["test"]
+    extra = {k: v for k, v in splits.items() if k not in ("train", "dev", "test") and v}
     if config.do_train and not train:
         raise UserError("do_train needs training data (train_file, task_name or tfds_name)")
     if config.do_predict and not test:
@@ -153,17 +205,26 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
     preprocessor = tfbert.BertPreprocessor(vocab_file, config.max_seq_length,
                                            lower_case=lower_case)
     logger.info("labels: %s", labels)
-    for examples in (dev, test):  # unknown labels fail here, before any training
+    if config.data_dir and labels != list(benchmarks.TASKS[config.task_name].labels):
+        raise UserError(f"{config.init_checkpoint}: the model's labels {labels} are not "
+                        f"{config.task_name}'s {list(benchmarks.TASKS[config.task_name].labels)}"
+                        " (in that order)")
+    for examples in (dev, test, *extra.values()):  # unknown labels fail here, before training
         if examples and data.is_labelled(examples):
             data.label_ids(examples, labels)
 
-    eval_ds = {split: data.make_dataset(examples, preprocessor, None, config.eval_batch_size)
-               for split, examples in (("dev", dev), ("test", test)) if examples}
+    batch = {"test": config.predict_batch_size or config.eval_batch_size}
+    eval_ds = {split: data.make_dataset(examples, preprocessor, None,
+                                        batch.get(split, config.eval_batch_size))
+               for split, examples in (("dev", dev), ("test", test), *extra.items())
+               if examples}
 
     def score(examples: list[data.ClassificationExample], probabilities: np.ndarray
               ) -> dict[str, Any]:
-        return classification_metrics(data.label_ids(examples, labels),
-                                      probabilities.argmax(-1), labels)
+        ids = data.label_ids(examples, labels)
+        metrics = classification_metrics(ids, probabilities.argmax(-1), labels)
+        metrics["loss"] = cross_entropy(ids, probabilities)
+        return metrics
 
     results: dict[str, Any] = {"labels": labels, "run_id": run.run_id}
     if config.do_train:
@@ -188,6 +249,11 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
                              "run_id": run.run_id})
     if config.do_eval and dev and "dev" not in results:
         results["dev"] = score(dev, predict(model, eval_ds["dev"]))
+    for split, examples in extra.items():
+        results[split] = score(examples, predict(model, eval_ds[split]))
+    if config.data_dir and config.do_eval and "dev" in results:
+        write_eval_results(run.path("eval_results.txt"), results["dev"],
+                           results.get("train", {}).get("num_train_steps", 0))
     if config.do_predict:
         probabilities = predict(model, eval_ds["test"])
         if data.is_labelled(test):
@@ -195,7 +261,9 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
         else:
             logger.info("test data has no labels: writing predictions only")
         write_predictions(run.path("test_predictions.tsv"), test, probabilities, labels)
-    for split in ("dev", "test"):
+        if config.data_dir:
+            write_test_results(run.path("test_results.tsv"), probabilities)
+    for split in ("dev", *extra, "test"):
         if split in results:
             logger.info("%s: accuracy %.4f, macro-F1 %.4f", split, results[split]["accuracy"],
                         results[split]["macro_f1"])
@@ -208,6 +276,30 @@ def predict(model: Any, ds: Any) -> np.ndarray:
     return np.asarray(keras.ops.softmax(model.predict(ds, verbose=0), axis=-1))
 
 
+def cross_entropy(label_ids: np.ndarray, probabilities: np.ndarray) -> float:
+    """Mean -log p(true class) [scalar] over examples; probabilities [N, C]."""
+    picked = probabilities[np.arange(len(label_ids)), label_ids]
+    return float(-np.mean(np.log(np.maximum(picked, np.finfo(np.float32).tiny))))
+
+
+def write_eval_results(path: str, dev: dict[str, Any], global_step: int) -> None:
+    """google-research/bert's eval_results.txt: sorted `key = value` lines (eval_accuracy,
+    eval_loss, global_step, loss), floats as float32 text."""
+    values = {"eval_accuracy": np.float32(dev["accuracy"]), "eval_loss": np.float32(dev["loss"]),
+              "global_step": int(global_step), "loss": np.float32(dev["loss"])}
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(f"{key} = {values[key]}\n" for key in sorted(values))
+    logger.info("wrote %s", path)
+
+
+def write_test_results(path: str, probabilities: np.ndarray) -> None:
+    """google-research/bert's test_results.tsv: per test example, in order, its class
+    probabilities tab-separated, no header."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines("\t".join(str(np.float32(p)) for p in row) + "\n" for row in probabilities)
+    logger.info("wrote %s", path)
+
+
 def write_predictions(path: str, examples: Sequence[data.ClassificationExample],
                       probabilities: np.ndarray, labels: Sequence[str]) -> None:
     """TSV: index, text[, text_b], label, predicted, then p_<label> for every class."""
@@ -217,6 +309,7 @@ def write_predictions(path: str, examples: Sequence[data.ClassificationExample],
         writer.writerow(["index", "text", *(["text_b"] if pairs else []), "label", "predicted",
                          *(f"p_{name}" for name in labels)])
         for i, (e, p) in enumerate(zip(examples, probabilities, strict=True)):
-            writer.writerow([i, e.text, *([e.text_b] if pairs else []), e.label or "",
+            writer.writerow([i if e.id is None else e.id, e.text,
+                             *([e.text_b] if pairs else []), e.label or "",
                              labels[int(p.argmax())], *(f"{x:.6f}" for x in p)])
     logger.info("wrote %s", path)

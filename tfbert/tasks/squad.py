@@ -11,6 +11,18 @@ written. SQuAD v2.0: the null score is the smallest [CLS] start + end logit over
 question is answered "" when null score - best span score > `null_score_diff_threshold` (that
 difference is written to null_odds.json).
 
+The three prediction files are those of Google's `write_predictions`, key for key and in its
+order (tests/test_google_squad.py checks them against its own output): the n-best list holds
+distinct texts with a softmax over their scores, v2.0 adds "" (the null answer) when the list
+lacks it, and a v1.1 question with no valid span gets Google's stand-in entry "empty" (logits 0).
+Where the two differ: (1) the answer text is cut from the original context by character offsets,
+where Google joins the question's whitespace-split words with single spaces and maps the
+normalized piece text back onto them (`get_final_text`), so a context with runs of spaces, tabs or
+newlines inside an answer gives the text as written here and with single spaces there, and where
+that mapping fails Google returns the whole words; (2) the files are UTF-8 (`ensure_ascii=False`,
+Google escapes non-ASCII as \\uXXXX; the same JSON values); (3) a v2.0 question without any valid
+span (e.g. an empty context) is answered "" with null odds 1e6, where Google's code fails.
+
 `run_squad(SquadConfig)` reads the data (the built-in People's Daily QA set when no file is
 given), windows it, fine-tunes a BertSpanLabeler with the shared runner
 (`tfbert.training.finetune`, best dev F1 kept), and writes to output_dir:
@@ -20,6 +32,9 @@ given), windows it, fine-tunes a BertSpanLabeler with the shared runner
                                   "test": {...}, "train": {"history", "best_epoch", ...},
                                   "data": {split: feature counts and data problems}}
     predictions.json             question id -> answer text (test split, else dev)
+    nbest_predictions.json       question id -> [{"text", "probability", "start_logit",
+                                  "end_logit"}, ...], best first (the same split)
+    null_odds.json               v2.0: question id -> null score - best span score
     {split}_predictions.json, {split}_nbest_predictions.json, {split}_null_odds.json (v2.0)
     model/                       tfbert format; tfbert.json metadata task "qa", max_seq_length,
                                  max_query_length, doc_stride, max_answer_length,
@@ -146,6 +161,12 @@ def decode_example(example: QAExample, features: Sequence[QAFeature],
     return nbest, null_score
 
 
+# Google's write_predictions: the n-best entry keys, in its order, and a v1.1 question's answer
+# when no span is valid.
+NBEST_KEYS = ("text", "probability", "start_logit", "end_logit")
+NO_SPAN_TEXT = "empty"
+
+
 def postprocess_predictions(examples: Sequence[QAExample], features: Sequence[QAFeature],
                             start_logits: np.ndarray, end_logits: np.ndarray,
                             n_best_size: int = 20, max_answer_length: int = 30,
@@ -168,7 +189,8 @@ def postprocess_predictions(examples: Sequence[QAExample], features: Sequence[QA
     Returns:
         (predictions, nbest, null_odds): question id -> answer text; question id -> n-best list
         of dicts (text, probability, start_logit, end_logit, start_char, end_char); question id ->
-        null score - best span score (v2.0 only, else empty).
+        null score - best span score (v2.0 only, else empty). A v1.1 question without any valid
+        span gets Google's stand-in entry: text "empty", logits 0, character span -1.
     """
     start_logits, end_logits = np.asarray(start_logits), np.asarray(end_logits)
     if len(features) != len(start_logits) or len(features) != len(end_logits):
@@ -185,10 +207,12 @@ def postprocess_predictions(examples: Sequence[QAExample], features: Sequence[QA
         nbest, null_score = decode_example(
             example, [features[i] for i in rows], start_logits[rows], end_logits[rows],
             n_best_size, max_answer_length, version_2_with_negative)
+        if not nbest and not version_2_with_negative:  # Google's stand-in answer
+            nbest = [SpanPrediction(NO_SPAN_TEXT, -1, -1, 0.0, 0.0, 1.0)]
         nbest_json[example.qas_id] = [dataclasses.asdict(c) for c in nbest]
         best_span = next((c for c in nbest if c.text), None)
         if not version_2_with_negative:
-            predictions[example.qas_id] = best_span.text if best_span else ""
+            predictions[example.qas_id] = nbest[0].text
             continue
         if best_span is None or null_score is None:
             # No valid span in any window (e.g. an empty context): the answer can only be "".
@@ -318,7 +342,32 @@ def predict_logits(model: Any, features: Sequence[QAFeature], batch_size: int
 
 def _write_json(path: str, payload: Any) -> None:
     with atomic_write(path) as f:  # key order kept: predictions follow the questions
-        json.dump(payload, f, ensure_ascii=False, indent=1)
+        f.write(json.dumps(payload, ensure_ascii=False, indent=4) + "\n")  # Google's layout
+
+
+def write_predictions(predictions: dict[str, str], nbest: dict[str, list[dict[str, Any]]],
+                      null_odds: dict[str, float] | None, prediction_file: str, nbest_file: str,
+                      null_odds_file: str | None = None) -> list[str]:
+    """Writes `postprocess_predictions`' outputs in the formats of Google's run_squad.py.
+
+    Args:
+        predictions: question id -> answer text ("" for the null answer).
+        nbest: question id -> n-best dicts; only Google's keys (`NBEST_KEYS`) are written.
+        null_odds: question id -> null score - best span score, or None (v1.1).
+        prediction_file, nbest_file: str. predictions.json and nbest_predictions.json paths.
+        null_odds_file: str or None. null_odds.json path (written when null_odds is given).
+
+    Returns:
+        The paths written.
+    """
+    _write_json(prediction_file, predictions)
+    _write_json(nbest_file, {qid: [{k: entry[k] for k in NBEST_KEYS} for entry in entries]
+                             for qid, entries in nbest.items()})
+    written = [prediction_file, nbest_file]
+    if null_odds is not None and null_odds_file:
+        _write_json(null_odds_file, null_odds)
+        written.append(null_odds_file)
+    return written
 
 
 def run_squad(config: SquadConfig) -> dict[str, Any]:
@@ -326,7 +375,8 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
 
     Writes to output_dir: results.json (`dev`/`test`: exact_match, f1, ...; `train`: history;
     `data`: feature and data-problem counts), predictions.json (question id -> answer text: the
-    test split's, or dev's when there is no test split), {dev,test}_predictions.json,
+    test split's, or dev's when there is no test split) with nbest_predictions.json and
+    null_odds.json (v2.0) of the same split in Google's formats, {dev,test}_predictions.json,
     {dev,test}_nbest_predictions.json, {dev,test}_null_odds.json (v2.0), and model/ (tfbert
     format, metadata task "qa" with the windowing settings), committed together at the end
     (`tfbert.training.finetune.task_run`).
@@ -428,12 +478,13 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
                         metrics["total"])
         else:
             logger.info("%s has no gold answers: writing predictions only", split)
-        _write_json(run.path(f"{split}_predictions.json"), predictions)
-        _write_json(run.path(f"{split}_nbest_predictions.json"), nbest)
-        if config.version_2_with_negative:
-            _write_json(run.path(f"{split}_null_odds.json"), null_odds)
+        odds = null_odds if config.version_2_with_negative else None
+        prefixes = [f"{split}_"] + ([""] if split == scored[-1] else [])
+        for prefix in prefixes:  # the last split's files also under Google's names
+            write_predictions(predictions, nbest, odds, run.path(f"{prefix}predictions.json"),
+                              run.path(f"{prefix}nbest_predictions.json"),
+                              run.path(f"{prefix}null_odds.json"))
         if split == scored[-1]:
-            _write_json(run.path("predictions.json"), predictions)
             results["predictions_split"] = split
     ft.write_results(run.directory, results)
     return results

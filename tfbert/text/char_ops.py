@@ -114,18 +114,21 @@ def mark_words(cp: tf.Tensor, row: tf.Tensor, src: tf.Tensor, classes: tf.Tensor
             "word_start": ~space & (alone | boundary)}
 
 
-def long_word_breaks(chars: dict) -> tuple[tf.Tensor, tf.Tensor]:
+def long_word_breaks(chars: dict, max_chars: int = MAX_CHARS_PER_WORD
+                     ) -> tuple[tf.Tensor, tf.Tensor]:
     """(breaks [K], inside [J]): a running count of word starts and separators, and the
-    characters followed by 100 more of the same word (so in a word of over 100 characters)."""
+    characters followed by `max_chars` more of the same word (so in a word of over `max_chars`
+    characters)."""
     breaks = tf.cumsum(tf.cast(chars["word_start"] | chars["space"], tf.int32))
-    inside = tf.where(tf.equal(breaks[MAX_CHARS_PER_WORD:], breaks[:-MAX_CHARS_PER_WORD])
-                      & ~chars["space"][:-MAX_CHARS_PER_WORD])[:, 0]  # usually empty
+    inside = tf.where(tf.equal(breaks[max_chars:], breaks[:-max_chars])
+                      & ~chars["space"][:-max_chars])[:, 0]  # usually empty
     return breaks, inside
 
 
-def in_long_words(chars: dict) -> tf.Tensor:
-    """bool [K]: the character's text holds a word of over 100 characters (at its first)."""
-    _, inside = long_word_breaks(chars)
+def in_long_words(chars: dict, max_chars: int = MAX_CHARS_PER_WORD) -> tf.Tensor:
+    """bool [K]: the character's text holds a word of over `max_chars` characters (at its
+    first)."""
+    _, inside = long_word_breaks(chars, max_chars)
     return tf.scatter_nd(inside[:, tf.newaxis], tf.ones_like(inside),
                          tf.shape(chars["row"], out_type=tf.int64)) > 0
 
@@ -147,12 +150,13 @@ def words_of(chars: dict, index: tf.Tensor, batch_size: tf.Tensor) -> tuple:
     return tf.strings.unicode_encode(word_chars, "UTF-8"), word_chars, words_per_text
 
 
-def collapse_long_words(chars: dict, placeholder: int) -> dict:
-    """Adds `src_end`; a word of more than 100 characters becomes one placeholder character
+def collapse_long_words(chars: dict, placeholder: int, max_chars: int = MAX_CHARS_PER_WORD
+                        ) -> dict:
+    """Adds `src_end`; a word of more than `max_chars` characters becomes one placeholder character
     (not in the vocab, so WordPiece gives [UNK]) whose source span covers the word; its other
     characters become separators."""
     word_start, space = chars["word_start"], chars["space"]
-    breaks, inside = long_word_breaks(chars)
+    breaks, inside = long_word_breaks(chars, max_chars)
     word = tf.cumsum(tf.cast(word_start, tf.int64)) - 1  # [K] word of each character
     long_words = tf.concat([tf.unique(tf.gather(word, inside)).y,  # sorted
                             tf.constant([tf.int64.max], tf.int64)], 0)  # [L + 1]

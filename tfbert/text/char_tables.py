@@ -17,7 +17,9 @@ from importlib import resources
 
 import numpy as np
 
-MAX_CHARS_PER_WORD = 100  # the reference's max_input_chars_per_word (characters, not bytes)
+# The default per-word limit in characters (not bytes): `tokenizers`' and transformers'
+# max_input_chars_per_word. Google's tokenization.py uses 200 (BertTokenizer's max_chars_per_word).
+MAX_CHARS_PER_WORD = 100
 
 # Bits of the per-code-point info table.
 DROP, SPACE, PUNCT, CJK, MARK, UNSAFE = 1, 2, 4, 8, 16, 64
@@ -54,13 +56,13 @@ def code_point_ranges(name: str) -> list[tuple[int, int]]:
 
 
 @functools.cache
-def raw_text_pattern(lower_case: bool) -> str:
+def raw_text_pattern(lower_case: bool, max_chars: int = MAX_CHARS_PER_WORD) -> str:
     """A regular expression (RE2) that fully matches the texts tier zero may send to WordPiece
     as they are: made only of characters normalization leaves alone and that TF Text splits as
     the reference does (no characters to clean away or to map, no other whitespace than " "),
-    with words of at most 100 characters of ASCII and full-width letters and digits. Texts with
-    other word characters (accented or non-Latin letters) take the tiers; punctuation and CJK
-    characters are words of one character anyway."""
+    with words of at most `max_chars` characters of ASCII and full-width letters and digits.
+    Texts with other word characters (accented or non-Latin letters) take the tiers; punctuation
+    and CJK characters are words of one character anyway."""
     t = tables()
     codes = np.arange(0x110000, dtype=np.int64)
     if lower_case:
@@ -91,7 +93,7 @@ def raw_text_pattern(lower_case: bool) -> str:
                              for lo, hi in ranges) + "]"
 
     alone_class, word_class = char_class(alone), char_class(word)
-    longest = f"{{1,{MAX_CHARS_PER_WORD}}}"
+    longest = f"{{1,{max_chars}}}"
     return (f"{alone_class}*(?:{word_class}{longest}{alone_class}+)*"
             f"(?:{word_class}{longest})?")
 

@@ -13,7 +13,9 @@ shorter segment at most floor(L / 2), which differs when B is the longer one and
 
 Only core ops (RaggedTensorToTensor, GatherV2, SelectV2, ...; no control flow), so exported
 models load in TF Serving 2.12-2.20, whose bundled TF Text lacks newer ops such as
-`TFText>RoundRobinTrim`.
+`TFText>RoundRobinTrim`. Tensors are compared with `tf.equal`, never Python `==` (which is object
+identity once `tf.compat.v1.disable_v2_behavior()` has run), so the ids are the same in TF1 graph
+mode (tests/test_packer.py runs it there).
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ class BertPacker(keras.layers.Layer):
         dense_a = segments[0].to_tensor(0, shape=[None, self.seq_length])  # [B, T]
         shifted_a = tf.gather(dense_a, tf.maximum(t[0] - 1, 0), axis=1)  # a_{t-1} at t
         ids = tf.where(t <= ka, shifted_a, self.pad_id)
-        ids = tf.where(t == ka + 1, self.sep_id, ids)
+        ids = tf.where(tf.equal(t, ka + 1), self.sep_id, ids)
         end = ka + 2  # one past the last [SEP]
         segment_ids = tf.zeros_like(ids)
         if len(segments) == 2:
@@ -112,10 +114,10 @@ class BertPacker(keras.layers.Layer):
             ids = tf.where(in_b, tf.gather(dense_b, tf.clip_by_value(t - ka - 2, 0,
                                                                      self.seq_length - 1),
                                            batch_dims=1), ids)
-            ids = tf.where(t == ka + kb + 2, self.sep_id, ids)
+            ids = tf.where(tf.equal(t, ka + kb + 2), self.sep_id, ids)
             end = ka + kb + 3
             segment_ids = tf.cast((t >= ka + 2) & (t < end), tf.int32)
-        ids = tf.where(t == 0, self.cls_id, ids)
+        ids = tf.where(tf.equal(t, 0), self.cls_id, ids)
         out = {"input_ids": ids, "input_mask": tf.cast(t < end, tf.int32),
                "segment_ids": segment_ids}
         if unbatched:

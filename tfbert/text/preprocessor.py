@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from tfbert.text.keras_inputs import take_inputs_as_given
 from tfbert.text.packer import BertPacker
-from tfbert.text.tokenizer import BertTokenizer
+from tfbert.text.tokenizer import MAX_CHARS_PER_WORD, BertTokenizer
 
 
 class BertPreprocessor(keras.layers.Layer):
@@ -20,6 +20,8 @@ class BertPreprocessor(keras.layers.Layer):
         vocab_file: str or sequence of str. vocab.txt, or its tokens in id order.
         seq_length: int. Packed length.
         lower_case: bool. As for `BertTokenizer`.
+        max_chars_per_word: int. As for `BertTokenizer` (100, `tokenizers`' limit; 200 is
+            Google's tokenization.py's).
 
     Example:
     >>> pre = BertPreprocessor("vocab.txt", seq_length=128)
@@ -30,14 +32,15 @@ class BertPreprocessor(keras.layers.Layer):
     """
 
     def __init__(self, vocab_file: str | Sequence[str], seq_length: int, lower_case: bool = True,
-                 **kwargs: Any):
+                 max_chars_per_word: int = MAX_CHARS_PER_WORD, **kwargs: Any):
         kwargs.setdefault("dtype", "int32")
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
         take_inputs_as_given(self)  # ragged tensors, tuples, Python strings
         self.built = True
         # === Layers ===
-        self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+        self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case,
+                                       max_chars_per_word=max_chars_per_word)
         self.packer = BertPacker.from_tokenizer(self.tokenizer, seq_length)
         # === Config ===
         self.seq_length = int(seq_length)
@@ -70,5 +73,6 @@ class BertPreprocessor(keras.layers.Layer):
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"vocab_file": self.tokenizer.vocab, "seq_length": self.seq_length,
-                       "lower_case": self.lower_case})
+                       "lower_case": self.lower_case,
+                       "max_chars_per_word": self.tokenizer.max_chars_per_word})
         return config

@@ -10,8 +10,10 @@ The reference is BERT's original tokenizer as the `tokenizers` package runs it
    no NFKC and no case folding: full-width "，。！？（）" stay full-width;
 4. split at whitespace, and every punctuation character (Unicode P* plus the ASCII symbols
    !"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~) becomes a word of its own;
-5. greedy longest-match-first WordPiece with "##" continuations; a word longer than 100
-   characters, or one that cannot be covered by vocab pieces, becomes a single [UNK].
+5. greedy longest-match-first WordPiece with "##" continuations; a word longer than
+   `max_chars_per_word` characters (default 100, as `tokenizers` and transformers; Google's
+   tokenization.py uses 200), or one that cannot be covered by vocab pieces, becomes a single
+   [UNK].
 
 "[CLS]" and the like in input text are text, as in Google's tokenizer (transformers matches
 them as special tokens unless `split_special_tokens=True`).
@@ -20,11 +22,11 @@ Steps 1-4 run in core TensorFlow ops over Unicode code points (`char_ops`), driv
 tables (`char_tables`);
 step 5 is TF Text's `FastWordpieceTokenizer` (linear-time MaxMatch). `tokenize` first sends
 texts that steps 1-4 would leave as they are (one RE2 match: no character to clean, map or
-re-split, no word over 100 characters; most Chinese text) to WordPiece untouched. Other texts
+re-split, no word over the limit; most Chinese text) to WordPiece untouched. Other texts
 take one table lookup per character and go to WordPiece whole (its own splitting then equals the
 reference's);
 texts with characters NFD expands or reorders, characters TF Text splits differently, or words
-over 100 characters are normalized step by step and go word by word (see the pipeline notes).
+over the limit are normalized step by step and go word by word (see the pipeline notes).
 
 Where the reference's own character tables differ from a modern `unicodedata`, the reference wins:
 `tokenizers` classifies control characters, punctuation and non-spacing marks with the Unicode 8.0
@@ -34,7 +36,8 @@ Extension E at U+2B920 (Google's Python code says U+2B820). The tables are those
 generated from `tokenizers` 0.23.3 and checked for every code point in tests/test_tokenizer.py;
 offsets follow its alignment rules too. Google's Python tokenizer (and transformers' legacy
 Python BertTokenizer) agrees with this except on those rare characters, on "Σ" at the end of a
-word, and (transformers only) NFC before lower_case=False tokenizing.
+word, on words of 101-200 characters (Google's limit is 200: `max_chars_per_word=200` gives its
+ids there), and (transformers only) NFC before lower_case=False tokenizing.
 
 Invalid UTF-8 is decoded with replacement (each invalid byte sequence becomes U+FFFD, as
 `bytes.decode("utf-8", errors="replace")` does), and cleaning then drops the U+FFFD. Offsets
@@ -81,6 +84,10 @@ class BertTokenizer(keras.layers.Layer):
             order. Must contain [PAD], [UNK], [CLS], [SEP] and [MASK].
         lower_case: bool. Lower-case, NFD and strip accents (an "uncased" vocab); False keeps
             case and accents (a "cased" vocab).
+        max_chars_per_word: int. A longer word (in characters, after normalization) becomes one
+            [UNK]. The default 100 is the `tokenizers` / transformers limit, so the ids equal
+            theirs everywhere; Google's tokenization.py uses 200, so words of 101-200 characters
+            become word pieces there: pass 200 for its ids on such text.
 
     Example:
     >>> tokenizer = BertTokenizer("vocab.txt")
@@ -94,7 +101,8 @@ class BertTokenizer(keras.layers.Layer):
     '今 天'
     """
 
-    def __init__(self, vocab_file: str | Sequence[str], lower_case: bool = True, **kwargs: Any):
+    def __init__(self, vocab_file: str | Sequence[str], lower_case: bool = True,
+                 max_chars_per_word: int = MAX_CHARS_PER_WORD, **kwargs: Any):
         kwargs.setdefault("dtype", "int32")
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
@@ -108,6 +116,10 @@ class BertTokenizer(keras.layers.Layer):
             tokens = vocab_lib.check_vocab(vocab_file, source="vocab list")
         self._tokens = tokens
         self.lower_case = bool(lower_case)
+        if isinstance(max_chars_per_word, bool) or int(max_chars_per_word) < 1:
+            raise ValueError(f"max_chars_per_word must be a positive integer, got "
+                             f"{max_chars_per_word!r}")
+        self.max_chars_per_word = int(max_chars_per_word)
         self._special_ids = vocab_lib.special_ids(tokens)
 
         # === Tables (captured by traced functions as constants) ===
@@ -121,12 +133,13 @@ class BertTokenizer(keras.layers.Layer):
             self._decomp_blocks = tf.constant(tables["decomp_blocks"])
             self._decomp_values = tf.constant(tables["decomp_values"])
         self._vocab_strings = tf.constant(tokens)
-        # A private-use character stands in for words over 100 characters: cleaning removes
+        # A private-use character stands in for words over the limit: cleaning removes
         # private-use characters from text, so it only appears there; it is not in the vocab.
         self._placeholder = next(c for c in range(0xE000, 0xF900) if chr(c) not in set(tokens))
-        self._wordpiece_texts = _fast_wordpiece(tokens, split_words=True)
-        self._wordpiece_words = _fast_wordpiece(tokens, split_words=False)
-        self._raw_pattern = char_tables.raw_text_pattern(self.lower_case)
+        self._wordpiece_texts = _fast_wordpiece(tokens, True, self.max_chars_per_word)
+        self._wordpiece_words = _fast_wordpiece(tokens, False, self.max_chars_per_word)
+        self._raw_pattern = char_tables.raw_text_pattern(self.lower_case,
+                                                         self.max_chars_per_word)
         self._force_word_path = False  # tests set this to check the word-by-word path
 
     # --- Vocab ---------------------------------------------------------------------------------
@@ -222,7 +235,7 @@ class BertTokenizer(keras.layers.Layer):
 
     def split_words(self, texts: Any) -> tf.RaggedTensor:
         """The normalized words WordPiece sees (steps 1-4, as the reference's normalizer and
-        pre-tokenizer give them; words over 100 characters included).
+        pre-tokenizer give them; words over the limit included).
 
         Args:
             texts: tf.string [B] (or any rank, or ragged).
@@ -245,7 +258,8 @@ class BertTokenizer(keras.layers.Layer):
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
-        config.update({"vocab_file": self.vocab, "lower_case": self.lower_case})
+        config.update({"vocab_file": self.vocab, "lower_case": self.lower_case,
+                       "max_chars_per_word": self.max_chars_per_word})
         return config
 
     # --- The pipeline --------------------------------------------------------------------------
@@ -253,14 +267,14 @@ class BertTokenizer(keras.layers.Layer):
     # where a function holding control flow runs slower). Every text is first normalized one
     # character at a time from a table and sent to TF Text's WordPiece whole. Texts where that
     # is not exact (characters NFD expands or reorders, characters TF Text's WordPiece splits
-    # differently, words over 100 characters) are normalized again step by step and sent word
+    # differently, words over the limit) are normalized again step by step and sent word
     # by word. That second tier works on data-dependent subsets, empty in most batches.
 
     def _tokenize_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """texts tf.string [B] -> ids [B, (P)], with tier zero in front of the two tiers.
 
         Tier zero: a text whose every character normalization leaves alone, that TF Text's
-        WordPiece splits as the reference does, and whose words are at most 100 characters (one
+        WordPiece splits as the reference does, and whose words are within the limit (one
         regular expression, `_raw_text_pattern`) goes to WordPiece as it is: no decoding into
         code points and encoding back. Tier one would send it to the same WordPiece unchanged,
         so the ids are the same; most Chinese and lower-case English text is such text.
@@ -316,7 +330,7 @@ class BertTokenizer(keras.layers.Layer):
         else:
             exact = tf.not_equal(char_ops.bits(classes, UNSAFE), 0)
         chars = char_ops.mark_words(cp, row, keep, classes, char_ops.bits(classes, CJK))
-        chars["exact"] = exact | char_ops.in_long_words(chars)
+        chars["exact"] = exact | char_ops.in_long_words(chars, self.max_chars_per_word)
         return chars
 
     def _normalize_rows(self, cps: tf.Tensor, char_row: tf.Tensor, rows: tf.Tensor,
@@ -341,7 +355,9 @@ class BertTokenizer(keras.layers.Layer):
             cjk = char_ops.bits(char_ops.lookup(self._info_index, self._info_blocks,
                                                 tf.gather(cps, src)), CJK)
         chars = char_ops.mark_words(cp, row, src, cp_info, cjk)
-        return char_ops.collapse_long_words(chars, self._placeholder) if collapse else chars
+        if not collapse:
+            return chars
+        return char_ops.collapse_long_words(chars, self._placeholder, self.max_chars_per_word)
 
     def _by_texts(self, chars: dict, batch_size: tf.Tensor, skip_rows: tf.Tensor,
                   with_offsets: bool) -> tuple:
@@ -415,14 +431,16 @@ class BertTokenizer(keras.layers.Layer):
         return char_ops.select(unmarked, src, cp, info, row)
 
 
-def _fast_wordpiece(tokens: list[str], split_words: bool) -> tf_text.FastWordpieceTokenizer:
+def _fast_wordpiece(tokens: list[str], split_words: bool,
+                    max_chars_per_word: int) -> tf_text.FastWordpieceTokenizer:
     """TF Text's WordPiece; with split_words it also splits text at whitespace and punctuation
-    (and CJK), else each input string is one word. No word exceeds 100 characters here, so the
-    byte limit is set above 100 characters' worth."""
+    (and CJK), else each input string is one word. No word exceeds `max_chars_per_word`
+    characters here (longer ones are collapsed first), so the byte limit is set above that many
+    characters' worth."""
     try:
         return tf_text.FastWordpieceTokenizer(
             vocab=tokens, suffix_indicator=SUFFIX_INDICATOR,
-            max_bytes_per_word=MAX_CHARS_PER_WORD * 4, token_out_type=tf.int32,
+            max_bytes_per_word=max_chars_per_word * 4, token_out_type=tf.int32,
             unknown_token=vocab_lib.UNK, no_pretokenization=not split_words,
             support_detokenization=False)
     except RuntimeError as e:

@@ -132,6 +132,10 @@ class PretrainConfig(RunConfig):
     whole_word_mask: bool = field(
         False, "Mask whole words (jieba words for Chinese; records need word starts, see "
         "create_pretraining_data.py).")
+    static_masking: bool = field(
+        False, "For google-research/bert format records: train on the masks stored in them "
+        "(google-research/bert's behaviour) instead of restoring the tokens and masking afresh "
+        "every epoch. No effect on tfbert's own records.")
     position_embedding_init: str = field(
         "random", "A fresh model's position table: BERT's truncated normal, or sinusoids scaled "
         "to the same spread (leaves the masked-LM plateau sooner). Ignored with init_checkpoint "
@@ -281,11 +285,11 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
                   else known.lower_case if known else None)
     check_resume(output_dir, config,  # early: before the shards are read
                  run_settings(config, train_paths, vocab_file, lower_case, known), latest)
-    _, damaged = _scan(train_paths, train_files, "input_file", config.skip_corrupt)
+    _, damaged = _scan(train_paths, train_files, "input_file", config, vocab_size)
     eval_batches = 0
     if eval_paths:
-        found, eval_damaged = _scan(eval_paths, eval_files, "eval_input_file",
-                                    config.skip_corrupt, minimum=config.eval_batch_size)
+        found, eval_damaged = _scan(eval_paths, eval_files, "eval_input_file", config,
+                                    vocab_size, minimum=config.eval_batch_size)
         eval_batches = min(found, config.max_eval_steps * config.eval_batch_size) \
             // config.eval_batch_size
         damaged += eval_damaged
@@ -410,13 +414,17 @@ def model_positions(config: PretrainConfig) -> tuple[int | None, str]:
     return DEFAULT_MODEL["max_position_embeddings"], "the built-in default model"
 
 
-def _scan(paths: list[str], files: str, what: str, skip_corrupt: bool, minimum: int = 1
-          ) -> tuple[int, list[Any]]:
-    """Checks every record of the files (`records.scan_records`); returns the number of
-    readable records and the reports of damaged files. Raises UserError when there are under
-    `minimum` records."""
+def _scan(paths: list[str], files: str, what: str, config: PretrainConfig, vocab_size: int,
+          minimum: int = 1) -> tuple[int, list[Any]]:
+    """Checks every record of the files (`records.scan_records`: integrity, one known record
+    format, google-format shapes against the config); returns the number of readable records
+    and the reports of damaged files. Raises UserError when there are under `minimum`
+    records."""
     started = time.perf_counter()
-    reports = records.scan_records(paths, what, skip_corrupt=skip_corrupt)
+    reports = records.scan_records(
+        paths, what, skip_corrupt=config.skip_corrupt, max_seq_length=config.max_seq_length,
+        max_predictions_per_seq=config.max_predictions_per_seq if config.static_masking
+        else None, vocab_size=vocab_size)
     found = sum(r.records for r in reports)
     megabytes = sum(tf.io.gfile.stat(p).length for p in paths) / 1e6
     logger.info("%s: %d records in %d file(s), %.1f MB, checked in %.1f s", what, found,
@@ -467,7 +475,7 @@ def _pipeline_args(config: PretrainConfig, vocab_file: str, lower_case: bool,
                 max_predictions_per_seq=config.max_predictions_per_seq,
                 masked_lm_prob=config.masked_lm_prob, whole_word_mask=config.whole_word_mask,
                 lower_case=lower_case, skip_corrupt=config.skip_corrupt,
-                readable_bytes=readable_bytes)
+                readable_bytes=readable_bytes, static_masking=config.static_masking)
 
 
 def _distribute_options(multi_worker: bool) -> tf.data.Options:

@@ -42,8 +42,8 @@ logger = logging.getLogger(__name__)
 
 RUN_CONFIG_FILE = "pretrain_config.json"
 REPLAY_SETTINGS = ("input_files", "vocab_sha1", "lower_case", "max_seq_length",
-                   "max_predictions_per_seq", "masked_lm_prob", "whole_word_mask", "seed",
-                   "train_batch_size")
+                   "max_predictions_per_seq", "masked_lm_prob", "whole_word_mask",
+                   "static_masking", "seed", "train_batch_size")
 CHECKPOINT_SETTINGS = ("bert_config", "optimizer", "gradient_accumulation_steps", "loss_scaling")
 
 
@@ -62,6 +62,7 @@ def run_settings(config: PretrainConfig, train_files: Sequence[str], vocab_file:
         "max_seq_length": config.max_seq_length,
         "max_predictions_per_seq": config.max_predictions_per_seq,
         "masked_lm_prob": config.masked_lm_prob, "whole_word_mask": config.whole_word_mask,
+        "static_masking": config.static_masking,
         "seed": config.seed, "train_batch_size": config.train_batch_size,
         "bert_config": bert_config.to_dict() if bert_config is not None else None,
         "optimizer": config.optimizer,
