@@ -122,6 +122,18 @@ def define_finetune_flags(cls: type, train_help: str, dev_help: str, test_help: 
     flags.mark_flag_as_required("output_dir")
 
 
+def steps_for_files(flag_values: flags.FlagValues = FLAGS) -> dict[str, bool]:
+    """With data files of one's own (--train_file/--dev_file/--test_file), do_eval and
+    do_predict are off where their file is not given and the command line does not ask for
+    them: `--train_file=x --dev_file=y` trains and scores dev instead of failing for want of a
+    test file. ({} without data files: a built-in task runs every step.)"""
+    given = flag_values
+    if not (given.train_file or given.dev_file or given.test_file):
+        return {}
+    return {step: False for step, file in (("do_eval", "dev_file"), ("do_predict", "test_file"))
+            if not given[file].value and not given[step].present}
+
+
 def config_from_flags(cls: type, **overrides: Any) -> Any:
     """An instance of dataclass `cls` from the parsed flags whose names are its fields.
 

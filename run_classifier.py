@@ -84,8 +84,11 @@ def main(argv: list[str]) -> None:
     task_name = FLAGS.task_name or (None if files or FLAGS.tfds_name or FLAGS.data_dir
                                     else "sentiment")
     # google-research/bert's defaults: with --data_dir nothing runs unless asked for.
-    steps = ({name: False for name in ("do_train", "do_eval", "do_predict")
-              if not FLAGS[name].present} if FLAGS.data_dir else {})
+    if FLAGS.data_dir:
+        steps = {name: False for name in ("do_train", "do_eval", "do_predict")
+                 if not FLAGS[name].present}
+    else:  # tfbert's own files: a step without its file runs only when asked for
+        steps = {} if FLAGS.task_name else common_flags.steps_for_files()
     config = common_flags.config_from_flags(ClassifierConfig, task_name=task_name,
                                             tfds_splits=tuple(FLAGS.tfds_splits),
                                             **steps, **common_flags.google_tpu_overrides())

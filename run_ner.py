@@ -43,7 +43,8 @@ def main(argv: list[str]) -> None:
     FLAGS = flags.FLAGS
     files = FLAGS.train_file or FLAGS.dev_file or FLAGS.test_file
     task_name = FLAGS.task_name or (None if files else "people_daily")
-    results = run_ner(common_flags.config_from_flags(NerConfig, task_name=task_name))
+    steps = {} if FLAGS.task_name else common_flags.steps_for_files()
+    results = run_ner(common_flags.config_from_flags(NerConfig, task_name=task_name, **steps))
     print(json.dumps({k: {m: results[k][m] for m in ("precision", "recall", "f1")}
                       for k in ("dev", "test") if k in results}, indent=2))
 

@@ -55,6 +55,23 @@ def test_flags_follow_the_fields():
     assert "doc_stride" not in tasks  # the task's own options are its script's flags
 
 
+def test_steps_follow_the_data_files_given():
+    def steps(*args):
+        values = flags.FlagValues()
+        for name in ("train_file", "dev_file", "test_file"):
+            flags.DEFINE_string(name, None, "", flag_values=values)
+        for name in ("do_eval", "do_predict"):
+            flags.DEFINE_bool(name, True, "", flag_values=values)
+        values(["prog", *args])
+        return common_flags.steps_for_files(values)
+
+    assert steps() == {}  # a built-in task: every step
+    assert steps("--train_file=t") == {"do_eval": False, "do_predict": False}
+    assert steps("--train_file=t", "--dev_file=d") == {"do_predict": False}
+    assert steps("--train_file=t", "--do_predict") == {"do_eval": False}  # asked for: kept
+    assert steps("--train_file=t", "--dev_file=d", "--test_file=x") == {}
+
+
 def test_shared_validation_names_the_field():
     with pytest.raises(UserError, match="gradient_accumulation_steps must be a positive"):
         RunConfig(gradient_accumulation_steps=0)
