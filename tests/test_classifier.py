@@ -137,6 +137,7 @@ def test_make_dataset_pairs_through_preprocessor(chinese_vocab_file):
 # --- end to end -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # (test_google_tasks runs the script end to end; the library runs stay fast)
 def test_run_classifier_script_on_sentiment(tmp_path, chinese_vocab_file):
     """run_classifier.py end to end on the built-in data with a tiny random-init model, then the
     saved model scored again without training."""
