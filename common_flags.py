@@ -169,12 +169,22 @@ _GOOGLE_TPU_FLAGS = {  # name: (default, help)
                                "effect here (the fine-tuned model is saved at the end)."),
     "iterations_per_loop": (1000, "google-research/bert's Estimator steps per TPU loop; no "
                             "effect here."),
+    "keep_checkpoint_max": (5, "Step checkpoints to keep; no effect in fine-tuning (the "
+                            "fine-tuned model is saved at the end)."),
 }
 
 
+_defined_google_flags: list[str] = []  # the ones define_google_tpu_flags defined
+
+
 def define_google_tpu_flags() -> None:
-    """Defines google-research/bert's Estimator/TPU flags (`google_tpu_overrides` reads them)."""
+    """Defines google-research/bert's Estimator/TPU flags (`google_tpu_overrides` reads them);
+    a name the script's config already has (pretraining's save_checkpoints_steps, ...) keeps
+    the config's flag and meaning."""
     for name, (default, help_text) in _GOOGLE_TPU_FLAGS.items():
+        if name in FLAGS:
+            continue
+        _defined_google_flags.append(name)
         if isinstance(default, bool):
             flags.DEFINE_bool(name, default, help_text)
         elif isinstance(default, int):
@@ -196,7 +206,7 @@ def google_tpu_overrides() -> dict[str, Any]:
             overrides["tpu"] = FLAGS.tpu_name
     elif FLAGS.tpu_name:
         unused.append("tpu_name")
-    unused += [name for name in _GOOGLE_TPU_FLAGS
+    unused += [name for name in _defined_google_flags
                if name not in ("use_tpu", "tpu_name")
                and FLAGS[name].value != _GOOGLE_TPU_FLAGS[name][0]]
     if unused:

@@ -30,6 +30,7 @@ common_flags.define_finetune_flags(
     NerConfig, train_help="Training data, CoNLL-style (token<TAB>tag).",
     dev_help="Dev data, scored after every epoch (best epoch kept).",
     test_help="Test data, scored and predicted.")
+common_flags.define_google_tpu_flags()
 flags.DEFINE_enum("task_name", None, list(BUILTIN_TASKS), "Built-in data (the default when no "
                   "file is given): People's Daily 1998-01, PER/LOC/ORG.")
 flags.DEFINE_bool("char_level", _D.char_level, "CoNLL files hold one character per line of "
@@ -44,7 +45,8 @@ def main(argv: list[str]) -> None:
     files = FLAGS.train_file or FLAGS.dev_file or FLAGS.test_file
     task_name = FLAGS.task_name or (None if files else "people_daily")
     steps = {} if FLAGS.task_name else common_flags.steps_for_files()
-    results = run_ner(common_flags.config_from_flags(NerConfig, task_name=task_name, **steps))
+    results = run_ner(common_flags.config_from_flags(NerConfig, task_name=task_name, **steps,
+                                                     **common_flags.google_tpu_overrides()))
     print(json.dumps({k: {m: results[k][m] for m in ("precision", "recall", "f1")}
                       for k in ("dev", "test") if k in results}, indent=2))
 

@@ -32,12 +32,29 @@ from tfbert.training.pretrain import PretrainConfig, run_pretraining
 
 common_flags.define_config_flags(PretrainConfig)  # one flag per field, its defaults and help
 flags.adopt_module_key_flags(common_flags)  # list them in --help too
+# google-research/bert's run_pretraining.py command lines: its step flags and TPU flags.
+flags.DEFINE_bool("do_train", True, "google-research/bert's: train (the only mode here; "
+                  "--nodo_train is an error).")
+flags.DEFINE_bool("do_eval", None, "google-research/bert's: after training, score the masked "
+                  "LM and NSP on --eval_input_file, or on --input_file when none is given (as "
+                  "google-research/bert does); --nodo_eval skips it. Default: score "
+                  "--eval_input_file when given.")
+common_flags.define_google_tpu_flags()
 
 
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    results = run_pretraining(common_flags.config_from_flags(PretrainConfig))
+    FLAGS = flags.FLAGS
+    if not FLAGS.do_train:
+        raise app.UsageError("--do_train=false: run_pretraining.py always trains "
+                             "(google-research/bert's evaluation-only mode is not supported)")
+    overrides = common_flags.google_tpu_overrides()
+    if FLAGS.do_eval is False:
+        overrides["eval_input_file"] = None
+    elif FLAGS.do_eval and not FLAGS.eval_input_file:
+        overrides["eval_input_file"] = FLAGS.input_file
+    results = run_pretraining(common_flags.config_from_flags(PretrainConfig, **overrides))
     print(json.dumps(results, indent=2, sort_keys=True))
 
 

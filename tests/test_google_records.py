@@ -333,3 +333,30 @@ def test_run_pretraining_refuses_other_shapes_before_building(tmp_path):
     with pytest.raises(UserError, match="hold 32 values, max_seq_length is 64"):
         run_pretraining(config)
     assert not os.path.exists(os.path.join(config.output_dir, "model"))
+
+
+def test_googles_run_pretraining_command_line_runs(tmp_path):
+    """google-research/bert's run_pretraining.py flags (--do_train, --do_eval on the training
+    files, no --vocab_file: its records hold ids; --use_tpu=False) train and score here."""
+    import subprocess
+    import sys
+
+    config = _train_config(str(tmp_path))
+    with open(VOCAB, "rb") as src, open(tmp_path / "vocab.txt", "wb") as dst:
+        dst.write(src.read())  # $BERT_BASE_DIR: bert_config.json with its vocab.txt
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = tmp_path / "google_run"
+    cmd = [sys.executable, os.path.join(repo, "run_pretraining.py"), f"--input_file={RECORDS}",
+           f"--output_dir={out}", "--do_train=True", "--do_eval=True",
+           f"--bert_config_file={config.bert_config_file}", "--train_batch_size=8",
+           f"--max_seq_length={SEQ}", f"--max_predictions_per_seq={PRED}",
+           "--num_train_steps=3", "--num_warmup_steps=1", "--learning_rate=2e-5",
+           "--use_tpu=False", "--save_checkpoints_steps=3", "--max_eval_steps=2",
+           "--distribution_strategy=one_device", "--mixed_precision=float32"]
+    run = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads((out / "pretrain_results.json").read_text())
+    assert results["global_step"] == 3
+    assert results["metrics_from"] == "eval" and math.isfinite(results["masked_lm_accuracy"])
+    assert "ignored (no effect" not in run.stderr  # its own checkpoint interval is honoured

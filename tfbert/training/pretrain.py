@@ -269,10 +269,11 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
         train_files, vocab_file, data_lower_case = data.train_files, data.vocab_file, \
             data.lower_case
         eval_files = eval_files or data.eval_files
-    vocab_file = config.vocab_file or vocab_file
+    vocab_file = config.vocab_file or vocab_file or _vocab_beside_model(config)
     if not vocab_file:
-        raise UserError("vocab_file is required with input_file (the records hold text, "
-                        "tokenized in the input pipeline)")
+        raise UserError("vocab_file is required with input_file (the records are tokenized or "
+                        "masked with it), and there is no vocab.txt beside bert_config_file or "
+                        "init_checkpoint")
     vocab_size = len(load_vocab(vocab_file))
     bert_config, source = model_config(config, vocab_size, DEFAULT_MODEL, data_lower_case)
     if bert_config is not None:
@@ -390,6 +391,19 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
 
 
 # --------------------------------------------------------------------------- its parts
+
+
+def _vocab_beside_model(config: PretrainConfig) -> str | None:
+    """vocab.txt in the folder of bert_config_file or init_checkpoint (google-research/bert's
+    commands name the model folder, $BERT_BASE_DIR, and no vocab), else None."""
+    for path in (config.bert_config_file, config.init_checkpoint):
+        if path and "://" not in path:
+            folder = path if os.path.isdir(path) else os.path.dirname(path)
+            candidate = os.path.join(folder, "vocab.txt")
+            if os.path.isfile(candidate):
+                logger.info("vocab_file: %s (beside %s)", candidate, path)
+                return candidate
+    return None
 
 
 def build_pretrainer(bert_config: BertConfig | None, init_checkpoint: str | None
