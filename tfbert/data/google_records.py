@@ -158,7 +158,8 @@ class GoogleRecordEncoder:
 
     Example:
     >>> encoder = GoogleRecordEncoder("vocab.txt", 128, 20, seed=12345)
-    >>> records = [r for inst in instances for r in encoder.add(inst)] + encoder.flush()  # doctest: +SKIP
+    >>> records = [r for i in instances for r in encoder.add(i)]  # doctest: +SKIP
+    >>> records += encoder.flush()  # doctest: +SKIP
     """
 
     def __init__(self, vocab_file: str, max_seq_length: int, max_predictions_per_seq: int,
