@@ -328,6 +328,7 @@ def tflite_export(model_dir, tmp_path_factory) -> dict:
         os.umask(umask)
 
 
+@pytest.mark.slow  # (TFLite conversion; test_tflite.py converts fast)
 def test_written_files_have_ordinary_permissions(tflite_export):
     base = os.path.dirname(tflite_export["export_dir"])
     modes = {}
@@ -344,6 +345,7 @@ def test_written_files_have_ordinary_permissions(tflite_export):
     assert not wrong
 
 
+@pytest.mark.slow  # (TFLite conversion)
 def test_tflite_files_are_replaced_only_if_tfberts(model_dir, tflite_export, tmp_path):
     base = tmp_path / "cls"
     shutil.copytree(os.path.dirname(tflite_export["export_dir"]), base)
@@ -450,6 +452,7 @@ def test_text_pairs_must_match(model_dir):
         module.serve_text(tf.constant(["a", "b"]), tf.constant(["c"]))
 
 
+@pytest.mark.slow  # (TFLite conversion)
 def test_tflite_ids_model_fails_on_bad_input(tflite_export, loaded, chinese_vocab_file):
     """TFLite has no Assert: a failed check makes the interpreter fail (no message names the
     input); a good input gives the SavedModel's outputs."""
@@ -494,6 +497,7 @@ INVALID_UTF8 = [b"\x80\x80\x80", "中国".encode() + b"\xff" + "人民".encode()
                 "模型".encode()]
 
 
+@pytest.mark.slow  # (TFLite conversion)
 def test_invalid_utf8_reads_alike_in_saved_model_and_tflite(tflite_export, loaded,
                                                             chinese_vocab_file):
     """Both drop invalid byte sequences (and U+FFFD), as the reference tokenizer does: an

@@ -335,6 +335,7 @@ def test_run_pretraining_refuses_other_shapes_before_building(tmp_path):
     assert not os.path.exists(os.path.join(config.output_dir, "model"))
 
 
+@pytest.mark.slow  # (the library runs on these records are fast)
 def test_googles_run_pretraining_command_line_runs(tmp_path):
     """google-research/bert's run_pretraining.py flags (--do_train, --do_eval on the training
     files, no --vocab_file: its records hold ids; --use_tpu=False) train and score here."""

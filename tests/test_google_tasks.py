@@ -148,6 +148,7 @@ def test_google_command_line_mrpc(tmp_path, chinese_vocab_file):
     np.testing.assert_allclose(np.array(rows, float).sum(-1), 1.0, atol=1e-5)
 
 
+@pytest.mark.slow  # (a second script process; the MRPC command line is fast)
 def test_data_dir_runs_nothing_unless_asked(tmp_path):
     """With --data_dir, do_train/do_eval/do_predict default off (google-research/bert)."""
     cmd = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=cola",

@@ -378,6 +378,7 @@ _MIRRORED = textwrap.dedent("""
 
 
 @pytest.mark.slow  # test_training.py checks MirroredStrategy exactly on a plain model
+@pytest.mark.slow  # (test_training.py's fast mirrored test pins the optimizer's replica parity)
 def test_mirrored_two_cpus_matches_one_device(tiny_data, tmp_path):
     """BertPretrainer under MirroredStrategy over 2 logical CPUs follows the one-device loss
     trajectory at the same global batch (dropout off; per-replica MLM normalisation as in

@@ -48,6 +48,7 @@ def _wait_for_holder(lock_file: str, proc: subprocess.Popen, timeout: float = 24
 # --- a run owns its output_dir --------------------------------------------------------------
 
 
+@pytest.mark.slow  # (the lock message is tested fast with a holder process below)
 def test_second_pretraining_on_a_folder_exits_2_naming_the_first(tiny_data, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     config = _config(tiny_data, out, num_train_steps=100, save_checkpoints_steps=50,
