@@ -7,7 +7,6 @@ max_predictions_per_seq 5, 64 records.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -15,6 +14,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_pretraining_data import run_cli  # create_pretraining_data.py, in this process
 
 from tfbert.data import corpora, google_records, instances, records
 from tfbert.data.pretraining import pretraining_dataset
@@ -25,16 +25,6 @@ GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "googl
 RECORDS = os.path.join(GOLDEN, "pretrain.tfrecord")
 VOCAB = os.path.join(GOLDEN, "vocab.txt")
 SEQ, PRED, NUM_RECORDS = 32, 5, 64
-CLI = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data_tools",
-                   "create_pretraining_data.py")
-
-
-def run_cli(argv: list[str]) -> instances.Stats:
-    """`python data_tools/create_pretraining_data.py ARGV`, in this process."""
-    spec = importlib.util.spec_from_file_location("create_pretraining_data", CLI)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
 
 
 def google_name_to_features(max_seq_length: int, max_predictions_per_seq: int) -> dict:
