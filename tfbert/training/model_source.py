@@ -85,14 +85,23 @@ def checkpoint_config(init_checkpoint: str | None) -> BertConfig | None:
     return None
 
 
+def vocab_beside(path: str | None) -> str | None:
+    """vocab.txt in the folder `path` names (a checkpoint directory, a Google checkpoint prefix
+    or a config file: its folder), else None."""
+    if not path or "://" in path:
+        return None
+    candidate = os.path.join(path if os.path.isdir(path) else os.path.dirname(path), "vocab.txt")
+    return candidate if os.path.isfile(candidate) else None
+
+
 def checkpoint_vocab(init_checkpoint: str | None) -> str:
     """vocab.txt beside a checkpoint (its directory, or a Google checkpoint prefix's directory)."""
     if not init_checkpoint:
         raise UserError("vocab_file is required when there is no init_checkpoint")
-    directory = (init_checkpoint if os.path.isdir(init_checkpoint)
-                 else os.path.dirname(init_checkpoint))
-    path = os.path.join(directory, "vocab.txt")
-    if not os.path.isfile(path):
+    path = vocab_beside(init_checkpoint)
+    if path is None:
+        directory = (init_checkpoint if os.path.isdir(init_checkpoint)
+                     else os.path.dirname(init_checkpoint))
         raise FileNotFoundError(f"no vocab.txt in {directory}; pass vocab_file")
     return path
 

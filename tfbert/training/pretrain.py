@@ -68,6 +68,7 @@ from tfbert.training.model_source import (
     check_vocab_size,
     checkpoint_config,
     model_config,
+    vocab_beside,
 )
 from tfbert.training.outputs import save_model
 from tfbert.training.reports import (
@@ -397,12 +398,10 @@ def _vocab_beside_model(config: PretrainConfig) -> str | None:
     """vocab.txt in the folder of bert_config_file or init_checkpoint (google-research/bert's
     commands name the model folder, $BERT_BASE_DIR, and no vocab), else None."""
     for path in (config.bert_config_file, config.init_checkpoint):
-        if path and "://" not in path:
-            folder = path if os.path.isdir(path) else os.path.dirname(path)
-            candidate = os.path.join(folder, "vocab.txt")
-            if os.path.isfile(candidate):
-                logger.info("vocab_file: %s (beside %s)", candidate, path)
-                return candidate
+        found = vocab_beside(path)
+        if found:
+            logger.info("vocab_file: %s (beside %s)", found, path)
+            return found
     return None
 
 
