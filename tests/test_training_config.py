@@ -1,5 +1,5 @@
 """The shared run config (tfbert.training.config), the flags made from its fields
-(common_flags.py) and the runtime helpers both training entries use."""
+(tfbert/cli/common_flags.py) and the runtime helpers both training entries use."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tfbert.training.finetune import TaskConfig
 from tfbert.training.pretrain import PretrainConfig
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import common_flags  # noqa: E402 - the repository root's script helper
+from tfbert.cli import common_flags  # noqa: E402
 
 
 def test_every_field_has_help_and_one_set_of_defaults():

@@ -13,7 +13,7 @@ trains part of the last epoch), calls evaluate_fn after every epoch, and leaves 
 the weights of the epoch with the best `metric`.
 
 `TaskConfig` extends the shared `RunConfig` (tfbert.training.config) with the fields every
-fine-tuning command line has (their flags come from the fields, common_flags.py); `build_model`
+fine-tuning command line has (their flags come from the fields, tfbert/cli/common_flags.py); `build_model`
 makes the task model from a checkpoint, a config file or a preset inside the configured strategy
 and precision (`tfbert.training.model_source`, which pretraining uses too); `load_finetuned`
 reopens a fine-tuned model for eval/predict-only runs; `task_run` holds output_dir for a run
@@ -251,7 +251,7 @@ def _cardinality(ds: Any) -> int:
 
 @dataclasses.dataclass
 class TaskConfig(RunConfig):
-    """The fields every fine-tuning run shares; names equal the flags of common_flags.py.
+    """The fields every fine-tuning run shares; names equal the flags of tfbert/cli/common_flags.py.
 
     The shared fields (output, model source, batches, optimizer, runtime) are `RunConfig`'s;
     each field's help (`tfbert.training.config.field_help`) is its documentation and its flag's

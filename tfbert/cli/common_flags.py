@@ -1,4 +1,4 @@
-"""absl flags made from the config dataclasses, shared by every run_*.py script.
+"""absl flags made from the config dataclasses, shared by every command (tfbert/cli/).
 
 A script defines one flag per field of its config (`define_config_flags(PretrainConfig)`): the
 flag's name is the field's, its type the field's type, its default the field's default and its
@@ -7,9 +7,9 @@ one definition. Names are the original BERT ones where they exist (bert_config_f
 vocab_file, init_checkpoint, max_seq_length, train_batch_size, learning_rate,
 num_train_steps, ...). `config_from_flags` turns the parsed flags back into the config.
 
-Example (a script's top):
+Example (a command's top):
 
-    import common_flags
+    from tfbert.cli import common_flags
     from tfbert.training.pretrain import PretrainConfig
 
     common_flags.define_config_flags(PretrainConfig)
@@ -39,7 +39,13 @@ FLAGS = flags.FLAGS
 def run(main: Callable[[list[str]], Any]) -> None:
     """`app.run(main)` with tfbert's error boundary: a bad flag, an unexpected argument or a
     user error from the library prints one line on stderr and exits with 2 (absl's own parser
-    prints the whole help and exits with 1)."""
+    prints the whole help and exits with 1).
+
+    `main`'s module (tfbert/cli/NAME.py) is the command whatever starts it (the top-level
+    run_*.py file, the installed console script, `python -m tfbert.cli.NAME`): `--help`
+    shows its docstring and its flags.
+    """
+    _show_in_help(sys.modules[main.__module__])
 
     def parse(argv: list[str]) -> list[str]:
         try:
@@ -54,6 +60,18 @@ def run(main: Callable[[list[str]], Any]) -> None:
             _fail(str(e))
 
     app.run(guarded, flags_parser=parse)
+
+
+def _show_in_help(module: types.ModuleType) -> None:
+    """absl's --help prints the flags of the module named by sys.argv[0] and the docstring of
+    __main__; the commands define their flags in tfbert.cli modules, which a shim or a console
+    script starts, so their flags are registered for sys.argv[0] too (FlagValues'
+    register_key_flag_for_module, absl-py 2.x)."""
+    for flag in FLAGS.get_key_flags_for_module(module.__name__):
+        FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    main = sys.modules["__main__"]
+    if main is not module:
+        main.__doc__ = module.__doc__
 
 
 def _fail(message: str) -> None:
