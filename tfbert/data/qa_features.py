@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tfbert.data.squad import QAExample
+from tfbert.data.windows import is_max_context, window_spans
 
 logger = logging.getLogger(__name__)
 
@@ -106,33 +107,6 @@ def char_span_to_tokens(starts: Sequence[int], ends: Sequence[int], char_start: 
     if first >= len(starts) or last < first:
         return None
     return first, last
-
-
-def window_spans(num_tokens: int, max_tokens: int, doc_stride: int) -> list[tuple[int, int]]:
-    """(start, length) of the context windows: a window every `doc_stride` tokens until one
-    reaches the end (Google's run_squad.py rule). An empty context gets one empty window."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    while True:
-        length = min(num_tokens - start, max_tokens)
-        spans.append((start, length))
-        if start + length >= num_tokens:
-            return spans
-        start += min(length, doc_stride)
-
-
-def is_max_context(spans: Sequence[tuple[int, int]], span_index: int, position: int) -> bool:
-    """Whether window `span_index` is the one where token `position` has the most context
-    (min of left and right context, ties to the longer window then the earlier one)."""
-    best_score, best_index = None, None
-    for i, (start, length) in enumerate(spans):
-        end = start + length - 1
-        if not start <= position <= end:
-            continue
-        score = min(position - start, end - position) + 0.01 * length
-        if best_score is None or score > best_score:
-            best_score, best_index = score, i
-    return best_index == span_index
 
 
 def make_features(examples: Sequence[QAExample], tokenized: Sequence[TokenizedExample],

@@ -236,8 +236,9 @@ _ELSEWHERE = {
     **dict.fromkeys(("BUILTIN_SPLITS", "WH_WORDS", "builtin_qa_examples", "cloze_question",
                      "paragraph_entities", "write_builtin_qa"), "tfbert.data.qa_builtin"),
     **dict.fromkeys(("QAFeature", "TokenizedExample", "char_span_to_tokens", "convert_examples",
-                     "is_max_context", "make_dataset", "make_features", "stack_features",
-                     "tokenize_examples", "window_spans"), "tfbert.data.qa_features"),
+                     "make_dataset", "make_features", "stack_features", "tokenize_examples"),
+                    "tfbert.data.qa_features"),
+    **dict.fromkeys(("is_max_context", "window_spans"), "tfbert.data.windows"),
 }
 
 
