@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-all lint bench clean
 
-$(STAMP): setup.py
+$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e ".[test]"

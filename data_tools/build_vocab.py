@@ -1,70 +1,15 @@
-"""Builds a WordPiece vocab.txt from raw text (default: the built-in Chinese corpus).
+"""data_tools/build_vocab.py: a shim for tfbert/cli/build_vocab.py, which holds the command and
+its --help (installed as `tfbert-build-vocab`). The repo root goes on sys.path so that a checkout
+runs it without an install."""
 
-A hashed slice of the lines is held out and the [UNK] rate of the new vocab on it is reported.
-Text is UTF-8 (a BOM is fine) unless --input_encoding names another (gb18030 for GBK text); a
-user error (missing file, text in another encoding, no text) is one line on stderr, exit code 2.
-
-    python data_tools/build_vocab.py --vocab_file=vocab.txt            # built-in corpus, 21128
-    python data_tools/build_vocab.py --input_file=corpus/*.txt,more/*.txt --vocab_file=vocab.txt \\
-        --vocab_size=30522 --lower_case=true
-"""
-
-from __future__ import annotations
-
-import argparse
-import json
-import logging
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tfbert import textfiles  # noqa: E402
-from tfbert.errors import run_cli  # noqa: E402
-from tfbert.text import vocab_builder  # noqa: E402
+from tfbert.cli.build_vocab import build_parser, entry, main, parse_args  # noqa: E402
 
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--input_file", default="",
-                   help="comma-separated globs of text files, one sentence per line; empty: "
-                        "the built-in Chinese corpus")
-    p.add_argument("--vocab_file", required=True, help="output vocab.txt")
-    p.add_argument("--input_encoding", default=textfiles.DEFAULT_ENCODING,
-                   help="text encoding of the input files, e.g. gb18030 (default: utf-8)")
-    p.add_argument("--vocab_size", type=int, default=vocab_builder.DEFAULT_VOCAB_SIZE)
-    p.add_argument("--lower_case", "--do_lower_case", dest="lower_case", type=_bool,
-                   default=True, help="true: uncased vocab (default); false: cased")
-    p.add_argument("--min_frequency", type=int, default=2, help="least count of a merged pair")
-    p.add_argument("--num_unused", type=int, default=vocab_builder.NUM_UNUSED,
-                   help="[unusedN] slots before [UNK]")
-    p.add_argument("--holdout_fraction", type=float, default=0.1,
-                   help="share of lines held out to measure the [UNK] rate")
-    p.add_argument("--no_progress", action="store_true", help="no progress bar")
-    return p.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
-    textfiles.check_encoding(args.input_encoding)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    summary = vocab_builder.build_vocab_file(
-        args.vocab_file, input_file=args.input_file or None, vocab_size=args.vocab_size,
-        lower_case=args.lower_case, holdout_fraction=args.holdout_fraction,
-        show_progress=not args.no_progress, min_frequency=args.min_frequency,
-        num_unused=args.num_unused, encoding=args.input_encoding)
-    print(json.dumps(summary, indent=2, ensure_ascii=False))
-    return summary
-
+__all__ = ["build_parser", "entry", "main", "parse_args"]
 
 if __name__ == "__main__":
-    run_cli(main)
+    entry()

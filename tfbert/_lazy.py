@@ -4,12 +4,14 @@
 
 A name maps to the module that defines it; a name mapped to its own module path
 (`"data": "tfbert.data"`) is that module itself. The value is cached in the package's globals,
-so `__getattr__` runs once per name.
+so `__getattr__` runs once per name. Any other submodule of the package loads on first use too
+(`tfbert.data.ner` without `import tfbert.data.ner`), as after an explicit import.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,7 +28,9 @@ def lazy_names(package: str, namespace: dict[str, Any], names: Mapping[str, str]
 
     def __getattr__(name: str) -> Any:
         if name not in names:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            if name.startswith("_") or importlib.util.find_spec(f"{package}.{name}") is None:
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            return importlib.import_module(f"{package}.{name}")  # a submodule; sets the attribute
         module = importlib.import_module(names[name])
         value = module if module.__name__ == f"{package}.{name}" else getattr(module, name)
         namespace[name] = value

@@ -1,9 +1,11 @@
-"""python -m tfbert.export --model_dir=DIR --export_dir=saved_models/NAME [--tflite=...]
+"""tfbert-export --model_dir=DIR --export_dir=saved_models/NAME [--tflite=...]
 
 Writes a TF Serving SavedModel (raw text in) as the next version of saved_models/NAME (or into
 saved_models/NAME/VERSION), checks its ops against TF Serving 2.12 and 2.20, and optionally
-writes TFLite files (sizes and batch-1 latencies are printed). It writes only what it owns: an
-earlier export is replaced only with --overwrite, anything else in the way is an error (exit 2).
+writes TFLite files (sizes and batch-1 latencies are printed). --model_dir is a model directory
+or a fine-tuning run's --output_dir (its model/ folder is exported). It writes only what it
+owns: an earlier export is replaced only with --overwrite, anything else in the way is an error
+(exit 2). `python -m tfbert.export` is the same command.
 """
 
 from __future__ import annotations
@@ -19,46 +21,72 @@ from tfbert.export import export_model
 PROG = "python -m tfbert.export"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The command line; a user's mistake is one line on stderr and exit status 2."""
-    return run_cli(_main, argv, prog=PROG)
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """The command line; a user's mistake is one line on stderr and exit status 2.
+
+    Args:
+        argv: list of str or None. The flags (None: sys.argv[1:]).
+        prog: str. The command's name in --help and in error lines.
+
+    Returns:
+        0 when the SavedModel passes the TF Serving op check, else 1.
+    """
+    return run_cli(_main, argv, prog, prog=prog)
 
 
-def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+def entry() -> None:
+    """The console command `tfbert-export` (pyproject.toml's [project.scripts])."""
+    sys.exit(main(prog="tfbert-export"))
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The command's flags; every --help line states its default."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--model_dir", required=True,
-                        help="fine-tuned or pretrained model directory (with vocab.txt)")
+                        help="fine-tuned or pretrained model directory (with vocab.txt), or a "
+                             "run's --output_dir holding one as model/ (required)")
     parser.add_argument("--export_dir", required=True,
                         help="the model's folder, e.g. saved_models/sentiment (the export "
                              "becomes its next version), or a version folder in it, e.g. "
-                             "saved_models/sentiment/1")
+                             "saved_models/sentiment/1 (required)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an earlier tfbert export in the version folder (and "
-                             "the TFLite files tfbert wrote)")
+                             "the TFLite files tfbert wrote) (default: refuse)")
     parser.add_argument("--tflite", default="",
-                        help="comma-separated quantizations: float32,float16,int8")
+                        help="comma-separated quantizations: float32,float16,int8 (default: "
+                             "none, no TFLite files)")
     parser.add_argument("--tflite_dir", default=None,
                         help="where .tflite files go (default: saved_models/NAME/tflite)")
     parser.add_argument("--no_text_tflite", action="store_true",
-                        help="write only the ids-in TFLite models")
+                        help="write only the ids-in TFLite models (default: ids-in and "
+                             "text-in)")
     parser.add_argument("--max_seq_length", type=int, default=None,
-                        help="override the saved max_seq_length")
+                        help="override the saved max_seq_length (default: the saved one; with "
+                             "none saved, 128 or max_position_embeddings if smaller)")
     parser.add_argument("--pair", action=argparse.BooleanOptionalAction, default=None,
-                        help="classification on sentence pairs (text_b input)")
+                        help="classification on sentence pairs (text_b input) (default: the "
+                             "model's tfbert.json \"pair\", false when absent)")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
                         help="SavedModel precision: bfloat16 runs the matmuls in bfloat16 "
-                             "(fast on CPUs with AMX/AVX512-BF16 and on GPUs)")
+                             "(fast on CPUs with AMX/AVX512-BF16 and on GPUs) (default: "
+                             "%(default)s)")
     parser.add_argument("--jit_compile", action="store_true",
                         help="XLA-compile the model's forward in the signatures (TF Serving "
                              "then needs --xla_cpu_compilation_enabled=true; measure first: "
-                             "no faster on the CPU of bench/NOTES.md)")
+                             "no faster on the CPU of bench/NOTES.md) (default: off)")
     parser.add_argument("--no_trim_padding", action="store_true",
                         help="run every request at the full max_seq_length instead of up to "
-                             "the batch's last attended position")
+                             "the batch's last attended position (default: trim)")
     parser.add_argument("--cpu_streams", type=int, default=1,
                         help="cut each transformer block into this many streams for CPU "
                              "serving with one intra-op thread and this many inter-op "
-                             "threads (docs/serving.md); 1: the plain graph")
+                             "threads (docs/serving.md); 1: the plain graph (default: "
+                             "%(default)s)")
+    return parser
+
+
+def _main(argv: list[str] | None, prog: str) -> int:
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     result = export_model(
