@@ -375,8 +375,12 @@ def test_run_squad_cli_v2(tmp_path, tiny_bert_config, chinese_vocab_file):
     null_odds = json.loads((out / "dev_null_odds.json").read_text(encoding="utf-8"))
     predictions = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
     assert set(null_odds) == set(predictions) and len(predictions) == 12
-    for qid, odds in null_odds.items():  # "" exactly where null odds pass the threshold 0
-        assert (predictions[qid] == "") == (odds > 0.0)
+    # No threshold flag and a dev set with answers: the threshold is tuned on dev, and "" is
+    # answered exactly where the null odds pass it.
+    threshold = results["null_score_diff_threshold"]
+    assert threshold["source"] == "tuned_on_dev"
+    for qid, odds in null_odds.items():
+        assert (predictions[qid] == "") == (odds > threshold["value"])
 
 
 def test_run_squad_bad_answer_error_names_the_question(tmp_path, tiny_bert_config,

@@ -1,4 +1,12 @@
-"""SQuAD v1.1 / v2.0 JSON (CMRC2018 uses the same format): reading, checking and writing.
+"""SQuAD v1.1 / v2.0 JSON and CMRC 2018's two layouts: reading, checking and writing.
+
+CMRC 2018 (Chinese) comes in SQuAD's layout (the CLUE release: train.json, dev.json, with
+paragraph and article ids, which are ignored, and several answers per dev question) and in the
+layout of its first release (cmrc2018_train/dev/trial.json): a JSON list of
+`{"context_id", "context_text", "title", "qas": [{"query_id", "query_text", "answers": [text,
+...]}]}` without answer offsets. Both read into the same examples; answer_start counts
+characters (Python string indices), as SQuAD's does. The first layout's answers are placed at
+the first occurrence of their text in the context and counted ("located_answer").
 
 Reading. `read_squad_json(path)` returns a `SquadData` (examples + the problems it found). Every
 answer is checked against its context (`context[answer_start:answer_start + len(text)] == text`).
@@ -40,6 +48,8 @@ PROBLEM_KINDS = {
                        "occurrence of the text in the context",
     "unmatched_answer": "answer text is not in the context; scored by text, not trained on",
     "missing_answers": "no answers and not marked is_impossible; predicted but not scored",
+    "located_answer": "the file gives no answer_start (CMRC 2018's first layout); placed at the "
+                      "first occurrence of the text in the context",
 }
 
 
@@ -139,8 +149,13 @@ def read_squad_json(path: str, on_bad_answer: str = "warn",
     except json.JSONDecodeError as e:
         raise UserError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at line {e.lineno} column "
                         f"{e.colno})") from None
+    offsets = True
+    if isinstance(payload, list) and payload and isinstance(payload[0], dict) \
+            and "context_text" in payload[0]:
+        payload, offsets = _from_cmrc2018_layout(payload, path), False
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
-        raise UserError(f"{path}: expected a SQuAD JSON object with a 'data' list at the top")
+        raise UserError(f"{path}: expected a SQuAD JSON object with a 'data' list at the top "
+                        "(or CMRC 2018's list of {context_id, context_text, qas})")
 
     examples: list[QAExample] = []
     problems: dict[str, list[str]] = collections.defaultdict(list)
@@ -153,7 +168,7 @@ def read_squad_json(path: str, on_bad_answer: str = "warn",
             context = paragraph["context"]
             for qa in paragraph["qas"]:
                 example = _read_question(qa, context, article.get("title", ""), where,
-                                         on_bad_answer, problems)
+                                         on_bad_answer, problems, offsets)
                 if example.qas_id in seen_ids:
                     raise UserError(f"{where}: question id {example.qas_id!r} appears twice")
                 seen_ids.add(example.qas_id)
@@ -165,8 +180,32 @@ def read_squad_json(path: str, on_bad_answer: str = "warn",
     return SquadData(examples, str(payload.get("version", "")), dict(problems))
 
 
+def _from_cmrc2018_layout(payload: list, path: str) -> dict[str, Any]:
+    """CMRC 2018's first layout as SQuAD JSON (answers without answer_start)."""
+    data = []
+    for i, item in enumerate(payload):
+        if not isinstance(item, dict) or "context_text" not in item or "qas" not in item:
+            raise UserError(f"{path}: item [{i}] needs 'context_text' and 'qas' (CMRC 2018 "
+                            f"layout), got {str(item)[:200]}")
+        qas = []
+        for qa in item["qas"]:
+            for key in ("query_id", "query_text"):
+                if key not in qa:
+                    raise UserError(f"{path}: [{i}] ({item.get('context_id', '?')}): a question "
+                                    f"has no {key!r} field: {str(qa)[:200]}")
+            answers = qa.get("answers", [])
+            if not all(isinstance(a, str) for a in answers):
+                raise UserError(f"{path}: [{i}] question {qa['query_id']!r}: CMRC 2018 layout "
+                                f"answers are texts, got {str(answers)[:200]}")
+            qas.append({"id": qa["query_id"], "question": qa["query_text"],
+                        "answers": [{"text": a} for a in answers]})
+        data.append({"title": item.get("title", ""),
+                     "paragraphs": [{"context": item["context_text"], "qas": qas}]})
+    return {"version": "cmrc2018", "data": data}
+
+
 def _read_question(qa: dict, context: str, title: str, where: str, on_bad_answer: str,
-                   problems: dict[str, list[str]]) -> QAExample:
+                   problems: dict[str, list[str]], offsets: bool = True) -> QAExample:
     for key in ("id", "question"):
         if key not in qa:
             raise UserError(f"{where}: a question has no {key!r} field: {str(qa)[:200]}")
@@ -175,6 +214,18 @@ def _read_question(qa: dict, context: str, title: str, where: str, on_bad_answer
     answers = [] if is_impossible else [dict(x) for x in qa.get("answers", [])]
     trainable = True
     for i, answer in enumerate(answers):
+        if not offsets and "text" in answer:  # CMRC 2018's first layout: texts only
+            found = _locate_answer(context, answer["text"], 0)
+            answer["answer_start"] = -1 if found is None else found
+            kind = "located_answer" if found is not None else "unmatched_answer"
+            if found is None and on_bad_answer == "error":
+                raise UserError(f"{where}: question {qas_id!r} answer {i}: text "
+                                f"{answer['text']!r} does not occur in the context "
+                                "(on_bad_answer='warn' scores it by text, not trained on)")
+            trainable = trainable and (found is not None or i > 0)
+            if qas_id not in problems[kind]:
+                problems[kind].append(qas_id)
+            continue
         if "text" not in answer or "answer_start" not in answer:
             raise UserError(f"{where}: question {qas_id!r} answer {i} needs 'text' and "
                              f"'answer_start', got {answer}")

@@ -6,6 +6,9 @@
   prediction scores 0); `squad_v2_scores` follows evaluate-v2.0.py (unanswerable questions have the
   gold answer "", the HasAns/NoAns breakdown, and the best no-answer threshold when null odds are
   given; questions with no prediction are left out of the totals, as that script does).
+  `best_null_threshold` runs that script's best-threshold search on F1 over each question's best
+  non-null answer: the `null_score_diff_threshold` run_squad.py tunes on dev and stores with the
+  model (`apply_null_threshold` applies it: "" where null odds > threshold).
 - CMRC2018 (Chinese): text is lower-cased, CMRC's punctuation list removed, and split into single
   Chinese characters plus word tokens for runs of other characters; F1 comes from the longest
   common substring of the two token lists, EM compares the texts without punctuation
@@ -170,18 +173,103 @@ def _best_threshold(predictions: Mapping[str, str], scores: Mapping[str, float],
                     null_odds: Mapping[str, float], has_answer: Mapping[str, bool]
                     ) -> tuple[float, float]:
     """evaluate-v2.0.py's find_best_thresh: the null-odds threshold that maximises the score when
-    every question with odds above it is answered with ""."""
-    current = best = float(sum(1 for answerable in has_answer.values() if not answerable))
-    threshold = 0.0
-    for qid in sorted(scores, key=lambda q: null_odds[q]):
+    every question with odds above it is answered with "".
+
+    The walk is the official one (questions by rising null odds, each switched from "" to its
+    prediction; a threshold is the odds of the last question switched), with two differences
+    that make the threshold reproduce the score when applied ("" exactly where odds > it):
+    questions with equal odds are switched together (the official loop may stop inside such a
+    group, which no threshold can do), and when answering nothing is best the threshold lies
+    below every odds (the official loop returns 0.0 there).
+
+    Returns:
+        (best score in percent, threshold).
+    """
+    current = best = float(sum(1 for q in scores if not has_answer[q]))
+    ordered = sorted(scores, key=lambda q: null_odds[q])
+    threshold = null_odds[ordered[0]] - 1.0 if ordered else 0.0
+    for i, qid in enumerate(ordered):
         if has_answer[qid]:
-            diff = scores[qid]
+            current += scores[qid]
         else:
-            diff = -1.0 if predictions[qid] else 0.0
-        current += diff
+            current -= 1.0 if predictions[qid] else 0.0
+        if i + 1 < len(ordered) and null_odds[ordered[i + 1]] == null_odds[qid]:
+            continue  # the rest of a group of equal odds goes with it
         if current > best:
-            best, threshold = current, null_odds[qid]
+            best, threshold = current, float(null_odds[qid])
     return 100.0 * best / max(len(scores), 1), threshold
+
+
+def best_null_threshold(gold: Mapping[str, Sequence[str]], answers: Mapping[str, str],
+                        null_odds: Mapping[str, float], scoring: str = "auto"
+                        ) -> tuple[float, float]:
+    """The SQuAD v2.0 `null_score_diff_threshold` with the best F1 on scored questions.
+
+    The search is evaluate-v2.0.py's best-threshold search on F1 (`_best_threshold`), run on
+    each question's best non-null answer: with `answers` from
+    `postprocess_predictions(..., null_score_diff_threshold=math.inf)` every threshold is
+    tried on what the model would answer, where predictions already cut at 0.0 would score the
+    thresholds above 0 as if those questions had no span. The null odds are Google's
+    null score - best span score (null_odds.json), so the threshold applies as Google's
+    run_squad.py applies it: answer "" when the odds exceed it.
+
+    Args:
+        gold: dict. Question id -> gold answer texts ([] = unanswerable).
+        answers: dict. Question id -> the best non-null answer ("" when there is no span).
+            Questions without one are left out, as evaluate-v2.0.py leaves them out.
+        null_odds: dict. Question id -> null score - best span score.
+        scoring: str. "squad", "cmrc2018" or "auto" (`detect_scoring`).
+
+    Returns:
+        (threshold, F1 in percent that answering with it scores).
+
+    Example:
+    >>> gold = {"a": ["Paris"], "b": []}
+    >>> best_null_threshold(gold, {"a": "Paris", "b": "Rome"}, {"a": -2.0, "b": 1.5})
+    (-2.0, 100.0)
+    """
+    if scoring == "auto":
+        scoring = detect_scoring(gold)
+    scored = [q for q in gold if q in answers]
+    missing = [q for q in scored if q not in null_odds]
+    if missing:
+        raise ValueError(f"{len(missing)} question(s) have an answer but no null odds, e.g. "
+                         f"{missing[0]!r}")
+    has_answer, _, f1 = _per_question(gold, answers, scoring)
+    best, threshold = _best_threshold(answers, f1, null_odds, has_answer)
+    return threshold, best
+
+
+def apply_null_threshold(answers: Mapping[str, str], null_odds: Mapping[str, float],
+                         threshold: float) -> dict[str, str]:
+    """Google's v2.0 rule on best non-null answers: "" where null odds > threshold."""
+    return {q: "" if q in null_odds and null_odds[q] > threshold else a
+            for q, a in answers.items()}
+
+
+def _per_question(gold: Mapping[str, Sequence[str]], predictions: Mapping[str, str],
+                  scoring: str, null_odds: Mapping[str, float] | None = None,
+                  null_odds_threshold: float | None = None
+                  ) -> tuple[dict[str, bool], dict[str, float], dict[str, float]]:
+    """evaluate-v2.0.py's per-question part: (has_answer for every gold question, exact and
+    F1 for those with a prediction)."""
+    exact_fn, f1_fn = SCORERS[scoring]
+    has_answer: dict[str, bool] = {}
+    exact: dict[str, float] = {}
+    f1: dict[str, float] = {}
+    # evaluate-v2.0.py drops gold answers that normalise to ""; CMRC text is only stripped.
+    nonempty = normalize_answer if scoring == "squad" else str.strip
+    for qid, answers in gold.items():
+        texts = [a for a in answers if nonempty(a)] or [""]
+        has_answer[qid] = texts != [""]
+        if qid not in predictions:
+            continue
+        prediction = predictions[qid]
+        if null_odds_threshold is not None and null_odds and null_odds[qid] > null_odds_threshold:
+            prediction = ""
+        exact[qid] = _max_over_gold(exact_fn, texts, prediction)
+        f1[qid] = _max_over_gold(f1_fn, texts, prediction)
+    return has_answer, exact, f1
 
 
 def squad_v2_scores(gold: Mapping[str, Sequence[str]], predictions: Mapping[str, str],
@@ -203,22 +291,8 @@ def squad_v2_scores(gold: Mapping[str, Sequence[str]], predictions: Mapping[str,
     Returns:
         dict with `exact_match`, `f1`, `total`, `missing`, and `HasAns_*` / `NoAns_*` parts.
     """
-    exact_fn, f1_fn = SCORERS[scoring]
-    has_answer: dict[str, bool] = {}
-    exact: dict[str, float] = {}
-    f1: dict[str, float] = {}
-    # evaluate-v2.0.py drops gold answers that normalise to ""; CMRC text is only stripped.
-    nonempty = normalize_answer if scoring == "squad" else str.strip
-    for qid, answers in gold.items():
-        texts = [a for a in answers if nonempty(a)] or [""]
-        has_answer[qid] = texts != [""]
-        if qid not in predictions:
-            continue
-        prediction = predictions[qid]
-        if null_odds_threshold is not None and null_odds and null_odds[qid] > null_odds_threshold:
-            prediction = ""
-        exact[qid] = _max_over_gold(exact_fn, texts, prediction)
-        f1[qid] = _max_over_gold(f1_fn, texts, prediction)
+    has_answer, exact, f1 = _per_question(gold, predictions, scoring, null_odds,
+                                          null_odds_threshold)
 
     def summary(qids: list[str]) -> dict[str, float]:
         n = max(len(qids), 1)

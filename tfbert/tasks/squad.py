@@ -11,6 +11,13 @@ written. SQuAD v2.0: the null score is the smallest [CLS] start + end logit over
 question is answered "" when null score - best span score > `null_score_diff_threshold` (that
 difference is written to null_odds.json).
 
+The v2.0 threshold of a run is, in this order: `null_score_diff_threshold` when given (0.0
+included); the model's own (tfbert.json "null_score_diff_threshold") when predicting from a saved
+model; tuned on dev when the run scores a dev set with answers: the threshold with the best dev F1
+in evaluate-v2.0.py's best-threshold search over each question's best non-null answer
+(`tfbert.evaluation.squad.best_null_threshold`); else 0.0, Google's default. Training runs store
+it with the model (the export answers with it), and dev and test are scored with it.
+
 The three prediction files are those of Google's `write_predictions`, key for key and in its
 order (tests/test_google_squad.py checks them against its own output): the n-best list holds
 distinct texts with a softmax over their scores, v2.0 adds "" (the null answer) when the list
@@ -30,7 +37,10 @@ given), windows it, fine-tunes a BertSpanLabeler with the shared runner
     results.json                 {"dev": {"exact_match", "f1", "total", "missing", "scoring",
                                   v2.0: "HasAns_*", "NoAns_*", "best_f1", "best_f1_threshold",..},
                                   "test": {...}, "train": {"history", "best_epoch", ...},
-                                  "data": {split: feature counts and data problems}}
+                                  "data": {split: feature counts and data problems},
+                                  v2.0: "null_score_diff_threshold": {"value", "source": "flag",
+                                  "model", "tuned_on_dev" or "default"}, "dev_at_threshold_0":
+                                  dev's scores at Google's default 0.0}
     predictions.json             question id -> answer text (test split, else dev)
     nbest_predictions.json       question id -> [{"text", "probability", "start_logit",
                                   "end_logit"}, ...], best first (the same split)
@@ -38,7 +48,8 @@ given), windows it, fine-tunes a BertSpanLabeler with the shared runner
     {split}_predictions.json, {split}_nbest_predictions.json, {split}_null_odds.json (v2.0)
     model/                       tfbert format; tfbert.json metadata task "qa", max_seq_length,
                                  max_query_length, doc_stride, max_answer_length,
-                                 version_2_with_negative, lower_case, run_id
+                                 version_2_with_negative, lower_case, run_id, and v2.0
+                                 null_score_diff_threshold (with its source)
     data/                        the built-in QA set as SQuAD JSON (when no file is given)
     logs/                        TensorBoard
     tfbert_run.json              the manifest naming the run these outputs come from (written
@@ -244,8 +255,9 @@ class SquadConfig(TaskConfig):
         n_best_size: int. Candidates per window and in the n-best files.
         version_2_with_negative: bool. SQuAD v2.0: questions may have no answer (the built-in
             set then makes about a third unanswerable).
-        null_score_diff_threshold: float. v2.0: predict "" when null score - best span score
-            exceeds it.
+        null_score_diff_threshold: float or None. v2.0: predict "" when null score - best span
+            score exceeds it. None: the saved model's threshold (runs without do_train), else
+            tuned on dev (best F1), else 0.0; see the module docstring.
         on_bad_answer: str. "warn" (repair or skip, counted) or "error" for answers whose text
             is not at answer_start.
         scoring: str. "auto", "squad" or "cmrc2018" (character-level F1 for Chinese).
@@ -261,7 +273,7 @@ class SquadConfig(TaskConfig):
     max_answer_length: int = 30
     n_best_size: int = 20
     version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
+    null_score_diff_threshold: float | None = None
     on_bad_answer: str = "warn"
     scoring: str = "auto"
 
@@ -279,6 +291,9 @@ class SquadConfig(TaskConfig):
         if self.on_bad_answer not in ON_BAD_ANSWER:
             raise UserError(f"on_bad_answer must be one of {ON_BAD_ANSWER}, got "
                             f"{self.on_bad_answer!r}")
+        threshold = self.null_score_diff_threshold
+        if threshold is not None and not math.isfinite(threshold):
+            raise UserError(f"null_score_diff_threshold must be a finite number, got {threshold}")
         if self.scoring != "auto" and self.scoring not in SCORERS:
             raise UserError(f"scoring must be 'auto' or one of {sorted(SCORERS)}, got "
                             f"{self.scoring!r}")
@@ -370,6 +385,29 @@ def write_predictions(predictions: dict[str, str], nbest: dict[str, list[dict[st
     return written
 
 
+def null_threshold_source(config: SquadConfig, metadata: dict[str, Any] | None,
+                          dev_scored: bool) -> tuple[float | None, str]:
+    """The v2.0 null_score_diff_threshold a run uses and where it comes from.
+
+    Args:
+        config: SquadConfig. Its null_score_diff_threshold wins when given.
+        metadata: dict or None. tfbert.json of the model predicted from (None when training).
+        dev_scored: bool. The run scores a dev split that has gold answers.
+
+    Returns:
+        (threshold, source): source "flag", "model" (the saved model's), "tuned_on_dev"
+        (threshold None: tuned on the final model's dev predictions) or "default" (0.0).
+    """
+    if config.null_score_diff_threshold is not None:
+        return float(config.null_score_diff_threshold), "flag"
+    stored = (metadata or {}).get("null_score_diff_threshold")
+    if stored is not None:
+        return float(stored), "model"
+    if dev_scored:
+        return None, "tuned_on_dev"
+    return 0.0, "default"
+
+
 def run_squad(config: SquadConfig) -> dict[str, Any]:
     """Fine-tunes and/or evaluates a BertSpanLabeler as `config` says; returns results.json.
 
@@ -395,8 +433,9 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
     import keras
 
     import tfbert
+    from tfbert import checkpoints
     from tfbert.data import squad as qa_data
-    from tfbert.evaluation.squad import evaluate
+    from tfbert.evaluation.squad import apply_null_threshold, best_null_threshold, evaluate
 
     keras.utils.set_random_seed(config.seed)
     splits = load_data(config, run.path("data"))
@@ -432,53 +471,79 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
         results["data"][split] = stats
         logger.info("%s features: %s", split, stats)
 
-    def score(split: str) -> tuple[dict[str, Any], tuple[dict, dict, dict]]:
-        data = splits[split]
+    v2 = config.version_2_with_negative
+    gold = {split: qa_data.gold_answers(data.examples) for split, data in splits.items() if data}
+    dev_wanted = config.do_train or config.do_eval or (config.do_predict and not splits["test"])
+    scored = [s for s, wanted in (("dev", dev_wanted), ("test", config.do_predict))
+              if wanted and splits[s] is not None]
+    threshold, source = null_threshold_source(
+        config, None if config.do_train else checkpoints.read_metadata(config.init_checkpoint),
+        dev_scored="dev" in scored and bool(gold["dev"]))
+    decoded: dict[str, tuple[dict, dict, dict]] = {}  # split -> outputs of the final model
+
+    def decode(split: str) -> tuple[dict, dict, dict]:
+        """postprocess_predictions of the split; v2.0 answers are the best non-null ones."""
         start, end = predict_logits(model, features[split], config.eval_batch_size)
-        outputs = postprocess_predictions(
-            data.examples, features[split], start, end, config.n_best_size,
-            config.max_answer_length, config.version_2_with_negative,
-            config.null_score_diff_threshold)
-        gold = qa_data.gold_answers(data.examples)
+        return postprocess_predictions(
+            splits[split].examples, features[split], start, end, config.n_best_size,
+            config.max_answer_length, v2, math.inf)
+
+    def score(split: str, cut: float | None, outputs: tuple[dict, dict, dict] | None = None
+              ) -> tuple[dict[str, Any], tuple[dict, dict, dict]]:
+        """Metrics and (predictions, nbest, null_odds) at threshold `cut` (None: tuned here)."""
+        answers, nbest, null_odds = outputs or decode(split)
         metrics: dict[str, Any] = {}
-        if gold:
-            metrics = evaluate(gold, outputs[0], config.version_2_with_negative,
-                               config.scoring, outputs[2] or None)
-        return metrics, outputs
+        if v2 and cut is None:
+            cut, _ = best_null_threshold(gold[split], answers, null_odds, config.scoring)
+        predictions = apply_null_threshold(answers, null_odds, cut) if v2 else answers
+        if gold[split]:
+            metrics = evaluate(gold[split], predictions, v2, config.scoring, null_odds or None)
+            if v2:
+                metrics["null_score_diff_threshold"] = cut
+        return metrics, (predictions, nbest, null_odds)
 
     if config.do_train:
         train_ds = qa_data.make_dataset(features["train"], config.micro_batch_size,
                                         training=True, seed=config.seed)
-        outcome = ft.finetune(
+        outcome = ft.finetune(  # each epoch's dev F1 at that epoch's tuned threshold when tuning
             model, train_ds, loss={"start_logits": span_loss, "end_logits": span_loss},
             config=config.finetune_config("f1", log_dir=run.path("logs")),
-            evaluate_fn=(lambda m: score("dev")[0]) if splits["dev"] else None,
+            evaluate_fn=(lambda m: score("dev", threshold)[0]) if splits["dev"] else None,
             steps_per_epoch=math.ceil(len(features["train"]) / config.micro_batch_size))
         results["train"] = {"num_examples": len(splits["train"].examples),
                             "num_features": len(features["train"]),
                             "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
                             "history": outcome.history}
+    for split in scored:
+        decoded[split] = decode(split)
+    if v2:
+        if threshold is None:
+            answers, _, null_odds = decoded["dev"]
+            threshold, _ = best_null_threshold(gold["dev"], answers, null_odds, config.scoring)
+            logger.info("null_score_diff_threshold %.4f: the best dev F1", threshold)
+        results["null_score_diff_threshold"] = {"value": threshold, "source": source}
+    if config.do_train:
         save_model(model, run.path("model"), vocab_file=vocab_file, metadata={
             "task": "qa", "max_seq_length": config.max_seq_length,
             "max_query_length": config.max_query_length, "doc_stride": config.doc_stride,
             "max_answer_length": config.max_answer_length,
-            "version_2_with_negative": config.version_2_with_negative,
-            "lower_case": lower_case, "run_id": run.run_id})
+            "version_2_with_negative": v2, "lower_case": lower_case, "run_id": run.run_id,
+            **({"null_score_diff_threshold": threshold,
+                "null_score_diff_threshold_source": source} if v2 else {})})
 
-    dev_wanted = config.do_train or config.do_eval or (config.do_predict and not splits["test"])
-    scored = [s for s, wanted in (("dev", dev_wanted), ("test", config.do_predict))
-              if wanted and splits[s] is not None]
     for split in scored:
-        metrics, (predictions, nbest, null_odds) = score(split)
+        metrics, (predictions, nbest, null_odds) = score(split, threshold, decoded[split])
         if metrics:
             results[split] = metrics
             logger.info("%s: exact match %.2f, F1 %.2f (%s scoring, %d questions)", split,
                         metrics["exact_match"], metrics["f1"], metrics["scoring"],
                         metrics["total"])
+            if v2 and split == "dev":  # and at Google's default, for comparison
+                results["dev_at_threshold_0"] = score(split, 0.0, decoded[split])[0]
         else:
             logger.info("%s has no gold answers: writing predictions only", split)
-        odds = null_odds if config.version_2_with_negative else None
+        odds = null_odds if v2 else None
         prefixes = [f"{split}_"] + ([""] if split == scored[-1] else [])
         for prefix in prefixes:  # the last split's files also under Google's names
             write_predictions(predictions, nbest, odds, run.path(f"{prefix}predictions.json"),
