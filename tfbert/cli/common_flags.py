@@ -16,6 +16,11 @@ Example (a command's top):
 
     def main(argv):
         config = common_flags.config_from_flags(PretrainConfig)
+
+In a fine-tuning command, a numeric, enum or bool flag given a comma-separated list
+(`--learning_rate=2e-5,3e-5,5e-5 --train_batch_size=16,32`) is a grid: `run` keeps the lists
+aside (`split_grid_args`), absl parses the first value of each, and `run_task` trains every
+combination (`tfbert.training.grid.run_grid`) and keeps the best by dev.
 """
 
 from __future__ import annotations
@@ -34,24 +39,38 @@ from tfbert.errors import EXIT_USER_ERROR, run_cli
 from tfbert.training.config import field_help, field_option
 
 FLAGS = flags.FLAGS
+# Flag kinds whose values never hold a comma, so a comma-separated value is a grid.
+_GRID_PARSERS = (flags.IntegerParser, flags.FloatParser, flags.EnumParser, flags.BooleanParser)
+_grid: dict[str, list[Any]] = {}  # the command line's grid (`run` sets it)
+_takes_grid = False  # set by define_finetune_flags: the fine-tuning commands run grids
 
 
 def run(main: Callable[[list[str]], Any]) -> None:
     """`app.run(main)` with tfbert's error boundary: a bad flag, an unexpected argument or a
     user error from the library prints one line on stderr and exits with 2 (absl's own parser
-    prints the whole help and exits with 1).
+    prints the whole help and exits with 1); --help prints the help and exits with 0.
 
     `main`'s module (tfbert/cli/NAME.py) is the command whatever starts it (the top-level
     run_*.py file, the installed console script, `python -m tfbert.cli.NAME`): `--help`
-    shows its docstring and its flags.
+    shows its docstring and its flags. In a fine-tuning command (its flags made by
+    `define_finetune_flags`) a grid on the command line (`split_grid_args`) is kept for
+    `run_task`; other commands parse their flags as absl does.
     """
     _show_in_help(sys.modules[main.__module__])
 
     def parse(argv: list[str]) -> list[str]:
         try:
+            _grid.clear()
+            if _takes_grid:
+                argv, grid = split_grid_args(argv)
+                _grid.update(grid)
             return FLAGS(argv)
         except flags.Error as e:
             _fail(str(e))
+        except SystemExit as e:  # absl exits with 1 after printing the help it was asked for
+            if e.code == 1 and _asks_for_help(argv):
+                sys.exit(0)
+            raise
 
     def guarded(argv: list[str]) -> Any:
         try:
@@ -60,6 +79,108 @@ def run(main: Callable[[list[str]], Any]) -> None:
             _fail(str(e))
 
     app.run(guarded, flags_parser=parse)
+
+
+def _asks_for_help(argv: list[str]) -> bool:
+    """Whether the command line holds one of absl's help flags (--help, -?, --helpfull, ...)."""
+    return any(arg.split("=", 1)[0].lstrip("-") in ("help", "?", "helpshort", "helpfull",
+                                                     "helpxml") for arg in argv[1:])
+
+
+def split_grid_args(argv: list[str], flag_values: flags.FlagValues = FLAGS
+                    ) -> tuple[list[str], dict[str, list[Any]]]:
+    """Takes the grid out of a command line: `--name=v1,v2[,...]` (or `--name v1,v2`) where
+    `name` is a defined integer, float, enum or bool flag (string and list flags are left as
+    they are: their values may hold commas).
+
+    Each value is parsed and checked by the flag's own parser (type, bounds, enum values);
+    --flagfile contents count as given on the command line.
+
+    Args:
+        argv: list of str. The command line, program name first.
+        flag_values: the flags it is parsed against.
+
+    Returns:
+        (argv with each grid flag given its first value, {flag name: [parsed values]} in the
+        order the flags appear).
+
+    Raises:
+        flags.IllegalFlagValueError: a value the flag's parser rejects, a value given twice,
+            or a grid flag that is given again.
+
+    Example:
+    >>> values = flags.FlagValues()
+    >>> _ = flags.DEFINE_float("learning_rate", 5e-5, "", flag_values=values)
+    >>> split_grid_args(["prog", "--learning_rate=2e-5,5e-5", "x"], values)
+    (['prog', '--learning_rate=2e-5', 'x'], {'learning_rate': [2e-05, 5e-05]})
+    """
+    args = flag_values.read_flags_from_files(argv[1:], force_gnu=False)
+    out, grid, given = [argv[0]], {}, []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--" or not arg.startswith("-") or arg == "-":
+            out.append(arg)
+            if arg == "--":
+                out += args[i:]
+                break
+            continue
+        name, eq, value = arg.lstrip("-").partition("=")
+        flag = flag_values[name] if name in flag_values else None
+        if flag is None and name.startswith("no") and name[2:] in flag_values:
+            name = name[2:]  # --nodo_train
+        given.append(name)
+        if flag is None or not isinstance(flag.parser, _GRID_PARSERS) or isinstance(
+                flag, flags.MultiFlag):
+            out.append(arg)
+            continue
+        if not eq and not isinstance(flag.parser, flags.BooleanParser) and i < len(args):
+            value, eq = args[i], "="  # `--name value`
+            i += 1
+        if "," not in value:
+            out.append(f"--{name}{eq}{value}")
+            continue
+        parsed = []
+        for text in value.split(","):
+            try:
+                parsed.append(flag.parser.parse(text.strip()))
+            except ValueError as e:
+                raise flags.IllegalFlagValueError(
+                    f"--{name}={value}: {text.strip()!r} is not a valid value ({e}); a "
+                    "comma-separated value is a grid, one run per value") from None
+            if parsed[-1] in parsed[:-1]:
+                raise flags.IllegalFlagValueError(
+                    f"--{name}={value}: {text.strip()!r} is given twice")
+        grid[name] = parsed
+        out.append(f"--{name}={value.split(',')[0].strip()}")
+    again = [name for name in grid if given.count(name) > 1]
+    if again:
+        raise flags.IllegalFlagValueError(
+            f"--{again[0]} is given more than once; a grid takes all its values from one "
+            f"--{again[0]}=v1,v2,...")
+    return out, grid
+
+
+def run_task(run_fn: Callable[[Any], dict[str, Any]], config: Any, task: str,
+             metric: str) -> dict[str, Any]:
+    """A fine-tuning command's run: `run_fn(config)`, or with a grid on the command line
+    `tfbert.training.grid.run_grid` over it (its table printed); returns the results.
+
+    Args:
+        run_fn: the task runner (run_classifier, run_ner, run_squad).
+        config: its config, from the flags (each grid flag at its first value).
+        task: str. The manifest's task ("classification", "ner", "qa").
+        metric: str. The dev metric that picks the best combination.
+    """
+    if not _grid:
+        return run_fn(config)
+    from tfbert.training import grid
+
+    results = grid.run_grid(run_fn, config, _grid, metric=metric, task=task)
+    if "grid" in results:  # (a grid of one combination is a plain run)
+        print(grid.GridResult.from_json(results["grid"]).markdown(folder=f"{grid.GRID_DIR}/"))
+    return results
 
 
 def _show_in_help(module: types.ModuleType) -> None:
@@ -133,6 +254,8 @@ def define_finetune_flags(cls: type, train_help: str, dev_help: str, test_help: 
         cls: a TaskConfig subclass (e.g. ClassifierConfig), whose defaults the flags take.
         train_help, dev_help, test_help: str. What the task's data files hold.
     """
+    global _takes_grid
+    _takes_grid = True  # (`run_task` runs a grid given on the command line)
     define_config_flags(cls)
     flags.DEFINE_string("train_file", None, train_help)
     flags.DEFINE_string("dev_file", None, dev_help)

@@ -20,6 +20,7 @@ _LAZY = {
     "run_pretraining": "tfbert.training.pretrain",
     "default_data": "tfbert.training.builtin_data",
     "RunConfig": "tfbert.training.config",
+    "run_grid": "tfbert.training.grid",
 }
 
 __all__ = sorted(_LAZY)

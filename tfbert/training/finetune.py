@@ -10,16 +10,17 @@ A task (classification, NER, SQuAD) brings its model, its tf.data pipeline, its 
 `tfbert.training.optimization.create_optimizer` (AdamW by default, linear warmup over
 warmup_proportion of the steps, linear decay to 0), trains for num_train_epochs (a fraction
 trains part of the last epoch), calls evaluate_fn after every epoch, and leaves the model holding
-the weights of the epoch with the best `metric`.
+the weights of the epoch with the best `metric`; with early_stopping_patience=N it stops when
+that metric has not improved for N epochs (Keras's EarlyStopping on the dev scores).
 
 `TaskConfig` extends the shared `RunConfig` (tfbert.training.config) with the fields every
-fine-tuning command line has (their flags come from the fields, tfbert/cli/common_flags.py); `build_model`
-makes the task model from a checkpoint, a config file or a preset inside the configured strategy
-and precision (`tfbert.training.model_source`, which pretraining uses too); `load_finetuned`
-reopens a fine-tuned model for eval/predict-only runs; `task_run` holds output_dir for a run
-(its lock, `tfbert.training.runtime.run_lock`) and stages every output, committing them together
-at the end (`tfbert.training.outputs`), so the folder holds the previous complete run or the new
-one, never a mix; `write_results` writes results.json.
+fine-tuning command line has (their flags come from the fields, tfbert/cli/common_flags.py);
+`build_model` makes the task model from a checkpoint, a config file or a preset inside the
+configured strategy and precision (`tfbert.training.model_source`, which pretraining uses too);
+`load_finetuned` reopens a fine-tuned model for eval/predict-only runs; `task_run` holds
+output_dir for a run (its lock, `tfbert.training.runtime.run_lock`) and stages every output,
+committing them together at the end (`tfbert.training.outputs`), so the folder holds the
+previous complete run or the new one, never a mix; `write_results` writes results.json.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ logger = logging.getLogger(__name__)
 
 # Tasks call these through this module (`ft.load_finetuned(...)`, `ft.write_results(...)`).
 __all__ = ["FinetuneConfig", "FinetuneResult", "TaskConfig", "build_model", "check_seq_length",
-           "checkpoint_vocab", "finetune", "load_finetuned", "task_run", "write_results"]
+           "checkpoint_vocab", "early_stopping", "finetune", "load_finetuned", "task_run",
+           "write_results"]
 
 EvaluateFn = Callable[[Any], dict[str, Any]]
 
@@ -76,6 +78,9 @@ class FinetuneConfig:
         log_dir: str or None. TensorBoard logs: training loss, learning rate and throughput
             every `log_steps` updates (log_dir/train), the dev metrics every epoch (log_dir/eval).
         log_steps: int. TensorBoard interval in optimizer updates.
+        early_stopping_patience: int or None. Stop when the dev `metric` has not improved for
+            this many epochs (the best epoch's weights are kept either way); None trains every
+            epoch. Needs evaluate_fn.
         verbose: int or None. Keras fit verbosity (1 a progress bar, 2 a line per epoch);
             None: a progress bar on a terminal, else a line per epoch.
     """
@@ -93,6 +98,7 @@ class FinetuneConfig:
     train_batch_size: int = 32
     log_dir: str | None = None
     log_steps: int = 20
+    early_stopping_patience: int | None = None
     verbose: int | None = None
 
     def __post_init__(self) -> None:
@@ -107,6 +113,11 @@ class FinetuneConfig:
         if self.gradient_accumulation_steps < 1:
             raise UserError("gradient_accumulation_steps must be >= 1, got "
                             f"{self.gradient_accumulation_steps}")
+        patience = self.early_stopping_patience
+        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int)
+                                     or patience < 1):
+            raise UserError(f"early_stopping_patience must be a positive integer or None, got "
+                            f"{patience!r}")
 
 
 @dataclasses.dataclass
@@ -118,12 +129,15 @@ class FinetuneResult:
         best_epoch: int. 1-based epoch whose weights the model now holds.
         best_metrics: dict. evaluate_fn's full result for that epoch ({} without evaluate_fn).
         num_train_steps: int. Optimizer updates made.
+        stopped_epoch: int or None. 1-based epoch after which early stopping ended training
+            (None: every epoch ran).
     """
 
     history: list[dict[str, Any]]
     best_epoch: int
     best_metrics: dict[str, Any]
     num_train_steps: int
+    stopped_epoch: int | None = None
 
 
 def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
@@ -145,7 +159,7 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
         config: FinetuneConfig. Learning rate, epochs, warmup, the metric to keep the best by.
         evaluate_fn: callable(model) -> dict of metrics, or None. Scores the dev set after each
             epoch; the model ends with the weights of the best `config.metric`. With None the
-            model keeps its last weights.
+            model keeps its last weights (and early stopping has nothing to watch: an error).
         steps_per_epoch: int or None. Batches in one pass over train_ds; taken from
             `train_ds.cardinality()` when None (then it must be known).
         metrics: sequence of Keras metrics shown while training (optional).
@@ -158,6 +172,9 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
     >>> result = finetune(classifier, train_ds, loss, FinetuneConfig(num_train_epochs=2),
     ...                   evaluate_fn=lambda m: {"accuracy": accuracy_on_dev(m)})  # doctest: +SKIP
     """
+    if config.early_stopping_patience and evaluate_fn is None:
+        raise UserError(f"early_stopping_patience={config.early_stopping_patience} watches the "
+                        "dev metric, and there is no dev set to score")
     steps_per_epoch = steps_per_epoch or _cardinality(train_ds)
     k = config.gradient_accumulation_steps
     num_train_steps = max(1, round(config.num_train_epochs * steps_per_epoch / k))  # updates
@@ -172,16 +189,42 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
     keeper = _KeepBest(evaluate_fn, config.metric, config.higher_is_better)
     logs = ([cb.TensorBoardScalars(progress, config.log_dir, config.log_steps)]
             if config.log_dir else [])
+    stopper = early_stopping(config)
     logger.info("fine-tuning: %g epochs of %d batches, %d optimizer steps (%d warmup), peak "
                 "learning rate %g", config.num_train_epochs, steps_per_epoch, num_train_steps,
                 num_warmup_steps, config.learning_rate)
     model.fit(train_ds.repeat() if total_batches > steps_per_epoch else train_ds,
               epochs=math.ceil(total_batches / steps_per_epoch), steps_per_epoch=steps_per_epoch,
-              callbacks=[progress, keeper, *logs, *callbacks],
+              callbacks=[progress, keeper, *logs, *([stopper] if stopper else []), *callbacks],
               verbose=runtime.fit_verbosity(config.verbose),
               shuffle=False)  # the caller's tf.data pipeline shuffles
     keeper.restore(model)
-    return FinetuneResult(keeper.history, keeper.best_epoch, keeper.best_metrics, progress.step)
+    stopped = stopper.stopped_epoch + 1 if stopper and stopper.stopped_epoch else None
+    if stopped:
+        logger.info("early stopping after epoch %d: dev %s has not improved for %d epoch(s) "
+                    "(best: epoch %d)", stopped, config.metric, config.early_stopping_patience,
+                    keeper.best_epoch)
+    return FinetuneResult(keeper.history, keeper.best_epoch, keeper.best_metrics, progress.step,
+                          stopped)
+
+
+def early_stopping(config: FinetuneConfig) -> keras.callbacks.EarlyStopping | None:
+    """Keras's EarlyStopping on the dev `config.metric` (the `val_<metric>` that `finetune`'s
+    dev scoring puts in the epoch logs), or None without early_stopping_patience.
+
+    It only stops: `finetune` keeps the best epoch's weights itself. For a `model.fit` of one's
+    own, put it after a callback that writes `val_<metric>` into the logs (Keras's own
+    validation_data does).
+
+    Example:
+    >>> early_stopping(FinetuneConfig(metric="f1", early_stopping_patience=2)).monitor
+    'val_f1'
+    """
+    if not config.early_stopping_patience:
+        return None
+    return keras.callbacks.EarlyStopping(
+        monitor=f"val_{config.metric}", patience=config.early_stopping_patience,
+        mode="max" if config.higher_is_better else "min", restore_best_weights=False)
 
 
 class _KeepBest(keras.callbacks.Callback):
@@ -284,6 +327,9 @@ class TaskConfig(RunConfig):
                                            lower_bound=1)
     max_eval_examples: int | None = field(None, "Use only the first N dev and test examples.",
                                           lower_bound=1)
+    early_stopping_patience: int | None = field(
+        None, "Stop training when the dev metric has not improved for N epochs (the best "
+        "epoch's model is kept either way); default: train every epoch.", lower_bound=1)
 
     def validate(self) -> None:
         """Raises UserError (a ValueError) naming the first field that makes no sense."""
@@ -302,7 +348,8 @@ class TaskConfig(RunConfig):
                     gradient_accumulation_steps=self.gradient_accumulation_steps,
                     jit_compile=self.jit_compile, train_batch_size=self.train_batch_size,
                     log_dir=log_dir or os.path.join(self.output_dir, "logs"),
-                    log_steps=self.log_steps, verbose=self.verbose)
+                    log_steps=self.log_steps,
+                    early_stopping_patience=self.early_stopping_patience, verbose=self.verbose)
 
     def finetune_config(self, metric: str, higher_is_better: bool = True,
                         log_dir: str | None = None) -> FinetuneConfig:
