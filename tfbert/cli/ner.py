@@ -10,9 +10,14 @@ by a stable hash of their text):
 
 Files are CoNLL-style: one `token<TAB>tag` per line (BIO or BIOES), a blank line between
 sentences; --char_level for files with one Chinese character per line. Labels go on each
-token's first word piece. Writes output_dir/results.json ({"dev": {"precision", "recall", "f1",
-"per_type", ...}, "test": {...}}), test_predictions.jsonl (entities with character offsets),
-test_predictions.conll (for conlleval) and the fine-tuned model in output_dir/model.
+token's first word piece (--label_alignment=all: on every piece). A sentence longer than
+--max_seq_length pieces is read as overlapping windows (--doc_stride apart), each token
+predicted from the window where it has the most context (--long_input=truncate cuts it
+instead). --crf adds a linear-chain CRF head. Writes output_dir/results.json ({"dev":
+{"precision", "recall", "f1", "per_type", ...}, "test": {...}, "data": {split: windows and
+tokens without a prediction, ...}}), test_predictions.jsonl (entities with character
+offsets), test_predictions.conll (for conlleval) and the fine-tuned model in
+output_dir/model.
 """
 
 from __future__ import annotations
@@ -36,6 +41,17 @@ flags.DEFINE_enum("task_name", None, list(BUILTIN_TASKS), "Built-in data (the de
 flags.DEFINE_bool("char_level", _D.char_level, "CoNLL files hold one character per line of "
                   "text written without spaces (Chinese).")
 flags.DEFINE_float("dropout", _D.dropout, "Dropout before the tagging layer.")
+flags.DEFINE_enum("long_input", _D.long_input, ["windows", "truncate"], "Sentences longer "
+                  "than max_seq_length - 2 word pieces: overlapping windows, each token read "
+                  "from the window where it has the most context (every window a training "
+                  "example), or truncate (the rest gets no prediction).")
+flags.DEFINE_integer("doc_stride", None, "Word pieces between window starts, in [1, "
+                     "max_seq_length - 2); default max_seq_length // 2.")
+flags.DEFINE_enum("label_alignment", _D.label_alignment, ["first", "all"], "Train on each "
+                  "token's first word piece, or on all of its pieces (one entity spread over "
+                  "them); predictions read the first piece.")
+flags.DEFINE_bool("crf", _D.crf, "A linear-chain CRF head: trained with its negative "
+                  "log-likelihood, decoded by Viterbi.")
 
 
 def main(argv: list[str]) -> None:
@@ -45,8 +61,9 @@ def main(argv: list[str]) -> None:
     files = FLAGS.train_file or FLAGS.dev_file or FLAGS.test_file
     task_name = FLAGS.task_name or (None if files else "people_daily")
     steps = {} if FLAGS.task_name else common_flags.steps_for_files()
-    results = run_ner(common_flags.config_from_flags(NerConfig, task_name=task_name, **steps,
-                                                     **common_flags.google_tpu_overrides()))
+    config = common_flags.config_from_flags(NerConfig, task_name=task_name, **steps,
+                                            **common_flags.google_tpu_overrides())
+    results = common_flags.run_task(run_ner, config, "ner", "f1")
     print(json.dumps({k: {m: results[k][m] for m in ("precision", "recall", "f1")}
                       for k in ("dev", "test") if k in results}, indent=2))
 

@@ -9,7 +9,7 @@ organisations of People's Daily (Jan 1998), split train/dev/test by a stable has
         --init_checkpoint=uncased_L-12_H-768_A-12 --output_dir=output/squad \\
         --max_seq_length=384 --doc_stride=128 --train_batch_size=32 --learning_rate=3e-5
     python run_squad.py --train_file=train-v2.0.json --dev_file=dev-v2.0.json \\
-        --version_2_with_negative --null_score_diff_threshold=0.0 ...
+        --version_2_with_negative ...    # null_score_diff_threshold tuned on dev (best F1)
     python run_squad.py --train_file=cmrc2018_train.json --dev_file=cmrc2018_dev.json \\
         --init_checkpoint=bert-base-chinese --output_dir=output/cmrc2018
 
@@ -75,8 +75,12 @@ flags.DEFINE_integer("n_best_size", _D.n_best_size, "Candidate answers per windo
 flags.DEFINE_bool("version_2_with_negative", _D.version_2_with_negative, "SQuAD v2.0: some "
                   "questions have no answer (the built-in set then makes a third unanswerable).")
 flags.DEFINE_float("null_score_diff_threshold", _D.null_score_diff_threshold, "v2.0: answer "
-                   "\"\" when the null score beats the best span score by more than this (see "
-                   "best_f1_threshold in results.json).")
+                   "\"\" when null score - best span score exceeds this. Given (0.0 included), "
+                   "it is used as given, as in google-research/bert. Not given: a saved model's "
+                   "own threshold when predicting with --nodo_train, else the one with the best "
+                   "dev F1 (evaluate-v2.0.py's search; stored with the model, used by its "
+                   "export), else 0.0 (no dev set, Google's default). results.json names the "
+                   "value and its source.")
 flags.DEFINE_enum("on_bad_answer", _D.on_bad_answer, ["warn", "error"], "An answer whose text "
                   "is not at its answer_start: warn (move it to the nearest occurrence, or skip "
                   "it in training; counted in results.json) or error.")
@@ -105,7 +109,8 @@ def google_overrides() -> dict:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    results = run_squad(common_flags.config_from_flags(SquadConfig, **google_overrides()))
+    config = common_flags.config_from_flags(SquadConfig, **google_overrides())
+    results = common_flags.run_task(run_squad, config, "qa", "f1")
     print(json.dumps({k: results[k] for k in ("dev", "test") if k in results}, indent=2,
                      ensure_ascii=False))
 

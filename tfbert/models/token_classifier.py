@@ -1,4 +1,5 @@
-"""BertTokenClassifier: one label per token (NER, POS tagging) on `sequence_output`."""
+"""BertTokenClassifier: one label per token (NER, POS tagging) on `sequence_output`, with an
+optional linear-chain CRF over the tags (tfbert.layers.crf)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,17 @@ class BertTokenClassifier(BertTask):
     from logits and weighted accuracy; pass a [B, T] sample weight (e.g. `input_mask`, or a mask
     of first word pieces) so padding does not count: `fit` on (features, labels, weights).
 
+    With `crf=True` the logits are a CRF's emission scores: the model holds a
+    `tfbert.layers.LinearChainCrf` as `crf` (its transitions are saved with the model), the
+    default loss is the CRF's negative log-likelihood over the positions of nonzero sample
+    weight (`CrfLoss`), and `decode(logits, mask)` picks the tags by Viterbi over the masked
+    positions instead of the per-position argmax. The outputs stay the logits.
+
     Args:
         encoder: tfbert.BertEncoder. The backbone.
         num_classes: int. Number of tags C.
         dropout: float. Dropout rate on `sequence_output`.
+        crf: bool. Add a linear-chain CRF over the tags.
         **kwargs: keras.Model arguments (name).
 
     Example:
@@ -37,7 +45,7 @@ class BertTokenClassifier(BertTask):
     """
 
     def __init__(self, encoder: BertEncoder, num_classes: int, dropout: float = 0.1,
-                 **kwargs: Any) -> None:
+                 crf: bool = False, **kwargs: Any) -> None:
         encoder = self._check_encoder(encoder, "BertTokenClassifier")
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"BertTokenClassifier: num_classes must be a positive int, "
@@ -57,9 +65,40 @@ class BertTokenClassifier(BertTask):
         x = encoder(inputs)["sequence_output"]  # [B, T, H]
         logits = self.output_dense(self.head_dropout(x))  # [B, T, C]
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        # The CRF scores tag sequences of the logits; it is used by the loss and `decode`, not
+        # by the forward pass (tracked as an attribute, so its weights save with the model).
+        self.crf = _crf_module().LinearChainCrf(num_classes, name="crf") if crf else None
         # === Config ===
         self.num_classes = num_classes
         self.dropout = dropout
+        self.use_crf = bool(crf)
 
     def _head_config(self) -> dict[str, Any]:
-        return {"num_classes": self.num_classes, "dropout": self.dropout}
+        config = {"num_classes": self.num_classes, "dropout": self.dropout}
+        return {**config, "crf": True} if self.use_crf else config
+
+    def decode(self, logits: Any, mask: Any) -> Any:
+        """Tag ids [B, T] int32 from logits [B, T, C] at the positions where `mask` [B, T] is
+        true (-1 elsewhere): Viterbi with the CRF, the per-position argmax without.
+
+        The mask selects the positions predictions read, e.g. the first word piece of each
+        word; the CRF chains them in order and skips the rest (as in training).
+        """
+        mask = keras.ops.cast(mask, "bool")
+        if self.crf is not None:
+            return self.crf(logits, mask)
+        return keras.ops.where(mask, keras.ops.cast(keras.ops.argmax(logits, axis=-1), "int32"),
+                               -1)
+
+    def default_loss(self) -> Any:
+        """Sparse cross-entropy from logits; with the CRF, its negative log-likelihood."""
+        return (_crf_module().CrfLoss(self.crf) if self.crf is not None
+                else super().default_loss())
+
+
+def _crf_module() -> Any:
+    """tfbert.layers.crf, imported when a CRF is used: its loops are TensorFlow's, and the plain
+    model must import under Keras's JAX backend without TensorFlow."""
+    from tfbert.layers import crf
+
+    return crf

@@ -2,17 +2,20 @@
 
 Data: CoNLL-style files (token<TAB>tag, BIO or BIOES) or the built-in People's Daily NER
 (`task_name="people_daily"`, character-level BIO, PER/LOC/ORG). The run fine-tunes a
-BertTokenClassifier (labels on each token's first word piece), keeps the epoch with the best dev
-entity F1, and writes to output_dir:
+BertTokenClassifier (labels on each token's first word piece, or on all of its pieces;
+optionally with a CRF head), keeps the epoch with the best dev entity F1, and writes to
+output_dir:
 
     results.json            {"dev": {"precision", "recall", "f1", "per_type", ...},
                              "test": {...}, "train": {...}, "labels": [...],
-                             "data": {split: counts of cut sentences / entities, ...}}
+                             "data": {split: NerFeatures.stats: windows, long sentences,
+                                      tokens without a prediction, ...}}
     test_predictions.jsonl  one sentence per line: text, predicted entities with character
                             offsets (start, end exclusive), gold entities
     test_predictions.conll  token, gold tag, predicted tag (conlleval's input format)
     model/                  the fine-tuned model (metadata task "ner", labels, max_seq_length,
-                            lower_case, token_separator, run_id)
+                            lower_case, token_separator, long_input, doc_stride,
+                            label_alignment, run_id)
     logs/                   TensorBoard
     tfbert_run.json         the manifest naming the run these outputs come from (written last:
                             the outputs are staged and committed together, `ft.task_run`)
@@ -49,8 +52,10 @@ class NerConfig(TaskConfig):
     """One NER run (the flags of run_ner.py); TaskConfig has the shared fields (checkpoint,
     batch sizes, epochs, learning rate, do_train/do_eval/do_predict, ...).
 
-    Longer sentences than max_seq_length word pieces are cut; results.json counts them under
-    "data".
+    A sentence longer than max_seq_length - 2 word pieces is read as overlapping windows
+    (long_input "windows", every window a training example) and each piece is predicted from
+    the window where it has the most context, so every token gets a prediction; "truncate"
+    cuts it instead. results.json counts both under "data".
 
     Args:
         task_name: str or None. Built-in data: "people_daily".
@@ -58,6 +63,13 @@ class NerConfig(TaskConfig):
         char_level: bool. The files hold one character per line of text written without spaces
             (Chinese): tokens join with "" instead of " ".
         dropout: float. Dropout before the tagging layer.
+        long_input: str. "windows" or "truncate" (see above).
+        doc_stride: int or None. Pieces between window starts, in [1, max_seq_length - 2);
+            default max_seq_length // 2.
+        label_alignment: str. "first": train on each token's first word piece; "all": on
+            every piece (tfbert.data.ner.encode_examples). Predictions read the first piece.
+        crf: bool. A linear-chain CRF head (trained with its negative log-likelihood, decoded
+            by Viterbi). Eval-only runs take it from the saved model.
     """
 
     task_name: str | None = None
@@ -66,9 +78,15 @@ class NerConfig(TaskConfig):
     test_file: str | None = None
     char_level: bool = False
     dropout: float = 0.1
+    long_input: str = "windows"
+    doc_stride: int | None = None
+    label_alignment: str = "first"
+    crf: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        data.check_windows(self.max_seq_length, self.doc_stride, self.long_input,
+                           self.label_alignment)
         files = self.train_file or self.dev_file or self.test_file
         if bool(self.task_name) == bool(files):
             raise UserError("give exactly one data source: task_name or "
@@ -118,21 +136,25 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
 
     if config.do_train:
         labels = (list(data.PEOPLE_DAILY_LABELS) if config.task_name
-                  else data.label_list(train))
+                  else data.label_list(train, config.label_alignment))
         model, vocab_file, lower_case = ft.build_model(
-            tfbert.BertTokenClassifier, config, num_classes=len(labels), dropout=config.dropout)
+            tfbert.BertTokenClassifier, config, num_classes=len(labels), dropout=config.dropout,
+            crf=config.crf)
     else:
         model, labels, vocab_file, lower_case = ft.load_finetuned(config, "ner")
     ft.check_seq_length(config, model)
     tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
     logger.info("labels: %s", labels)
 
+    doc_stride = data.check_windows(config.max_seq_length, config.doc_stride, config.long_input)
     results: dict[str, Any] = {"labels": labels, "data": {}, "run_id": run.run_id}
     features = {}
     for split, examples in splits.items():  # unknown tags fail here, before any training
         if examples:
-            features[split] = data.encode_examples(examples, tokenizer, config.max_seq_length,
-                                                   labels)
+            features[split] = data.encode_examples(
+                examples, tokenizer, config.max_seq_length, labels,
+                long_input=config.long_input, doc_stride=doc_stride,
+                label_alignment=config.label_alignment)
             results["data"][split] = features[split].stats
             _log_stats(split, features[split].stats)
 
@@ -141,16 +163,20 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
         return entity_metrics([e.tags for e in splits[split]], tags), tags
 
     if config.do_train:
+        crf = model.crf is not None
         train_ds = data.make_dataset(features["train"], config.micro_batch_size,
-                                     shuffle=True, seed=config.seed)
+                                     shuffle=True, seed=config.seed, crf=crf)
         outcome = ft.finetune(
             model, train_ds,
-            loss=keras.losses.SparseCategoricalCrossentropy(
+            loss=model.default_loss() if crf else keras.losses.SparseCategoricalCrossentropy(
                 from_logits=True, reduction="mean_with_sample_weight"),
             config=config.finetune_config("f1", log_dir=run.path("logs")),
             evaluate_fn=(lambda m: score("dev")[0]) if dev else None,
-            steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
-        results["train"] = {"num_examples": len(train), "best_epoch": outcome.best_epoch,
+            steps_per_epoch=math.ceil(len(features["train"].input_ids)
+                                      / config.micro_batch_size))
+        results["train"] = {"num_examples": len(train),
+                            "num_windows": len(features["train"].input_ids),
+                            "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
                             "history": outcome.history}
         if outcome.best_metrics:
@@ -160,6 +186,8 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
                              "max_seq_length": config.max_seq_length,
                              "lower_case": lower_case,
                              "token_separator": train[0].separator,
+                             "long_input": config.long_input, "doc_stride": doc_stride,
+                             "label_alignment": config.label_alignment,
                              "run_id": run.run_id})
     if config.do_eval and dev and "dev" not in results:
         results["dev"] = score("dev")[0]
@@ -176,6 +204,9 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
 
 
 def _log_stats(split: str, stats: dict[str, int]) -> None:
+    logger.info("%s: %d sentences in %d windows (%d longer than one window); %d tokens "
+                "without a prediction", split, stats["examples"], stats["windows"],
+                stats["long_examples"], stats["unpredicted_tokens"])
     if stats["truncated_examples"]:
         logger.warning("%s: %d of %d sentences are longer than max_seq_length and were cut; "
                        "%d gold entities lie (partly) beyond the cut and count as missed",
@@ -189,9 +220,11 @@ def _log_stats(split: str, stats: dict[str, int]) -> None:
 
 def predict_tags(model: Any, features: data.NerFeatures, labels: Sequence[str],
                  batch_size: int) -> list[list[str]]:
-    """Token-level predicted tags of every sentence."""
-    logits = model.predict(features.inputs(), batch_size=batch_size, verbose=0)  # [N, T, C]
-    return data.decode_predictions(features, np.asarray(logits).argmax(-1), labels)
+    """Token-level predicted tags of every sentence: each piece from its max-context window,
+    Viterbi over each whole sentence for a CRF model (`data.decode_logits`)."""
+    logits = model.predict(features.inputs(), batch_size=batch_size, verbose=0)  # [W, T, C]
+    viterbi = model.decode if getattr(model, "crf", None) is not None else None
+    return data.decode_logits(features, np.asarray(logits), labels, viterbi)
 
 
 def write_predictions(output_dir: str, examples: Sequence[data.NerExample],
