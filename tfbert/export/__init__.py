@@ -41,7 +41,8 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
             run_ner / run_squad output, or a pretrained model), or any checkpoint
             `tfbert.from_pretrained` reads: a fine-tuned Hugging Face or Google one exports
             its task head (HF's id2label as the label names), others the encoder. Must hold
-            vocab.txt.
+            vocab.txt. A run's output_dir with neither vocab.txt nor tfbert.json but a
+            tfbert model directory in model/ stands for that model/ folder.
         max_seq_length: int or None. Overrides the saved max_seq_length (needed for encoders
             saved without one; default then 128).
         pair: bool or None. Classification: sentence-pair model (`text_b` input). None reads
@@ -57,10 +58,21 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     from tfbert.models import pretrained
     from tfbert.tasks import registry
 
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"{model_dir}: no such model directory")
+    run_model = os.path.join(model_dir, "model")  # in a fine-tuning or pretraining run's dir
+    is_run_dir = not any(os.path.isfile(os.path.join(model_dir, name))
+                         for name in ("vocab.txt", checkpoints.native.METADATA_FILE))
+    if is_run_dir and os.path.isfile(os.path.join(run_model, checkpoints.native.METADATA_FILE)):
+        logger.info("%s holds no model; exporting the run's model folder %s", model_dir,
+                    run_model)
+        model_dir = run_model
     vocab_file = os.path.join(model_dir, "vocab.txt")
     if not os.path.isfile(vocab_file):
-        raise FileNotFoundError(f"{model_dir}: no vocab.txt; the export puts the tokenizer in "
-                                "the graph and needs the model's vocab")
+        also = (f", and {run_model} is no tfbert model directory (tfbert.json)"
+                if is_run_dir and model_dir != run_model else "")
+        raise FileNotFoundError(f"{model_dir}: no vocab.txt{also}; the export puts the "
+                                "tokenizer in the graph and needs the model's vocab")
     if dtype not in DTYPES:
         raise UserError(f"export dtype {dtype!r} is not one of {DTYPES}")
     fmt = checkpoints.detect_format(model_dir)
@@ -104,12 +116,26 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
                         f"{model.num_classes} classes")
     lower_case = metadata.get("lower_case", encoder_config.lower_case)
     qa = {k: metadata[k] for k in ("max_query_length", "max_answer_length", "n_best_size",
-                                   "version_2_with_negative", "null_score_diff_threshold")
+                                   "version_2_with_negative", "null_score_diff_threshold",
+                                   "doc_stride")
           if k in metadata and task == "qa"}
+    classes = {}  # a multi-label classifier: its stored per-label thresholds
+    if task == "classification" and getattr(model, "multi_label", False):
+        thresholds = metadata.get("thresholds")
+        if thresholds is None:
+            logger.warning("%s: a multi-label model without thresholds in tfbert.json; every "
+                           "label gets 0.5", model_dir)
+            thresholds = [0.5] * len(labels)
+        classes = {"multi_label": True, "thresholds": [float(t) for t in thresholds]}
+    # Long texts as training read them (windows), NER words as its tokens were.
+    long_text = {k: metadata[k] for k in ("long_input", "doc_stride")
+                 if k in metadata and task in ("classification", "ner")}
+    words = {k: metadata[k] for k in ("token_separator", "label_alignment")
+             if k in metadata and task == "ner"}
     spec = ExportSpec(task=task, seq_length=int(seq_length), labels=labels,
                       pair=bool(metadata.get("pair", False) if pair is None else pair)
                       and task == "classification",
-                      lower_case=bool(lower_case), **qa)
+                      lower_case=bool(lower_case), **qa, **classes, **long_text, **words)
     return model, vocab_file, spec, metadata
 
 
@@ -179,8 +205,9 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
         tflite_dir = os.path.join(os.path.dirname(version_dir), "tflite")
     kinds = ("ids", "text") if text_tflite else ("ids",)
     if tflite:
-        from tfbert.export.tflite import check_tflite_dir
+        from tfbert.export.tflite import check_tflite_dir, check_tflite_model
 
+        check_tflite_model(model, tuple(tflite))
         check_tflite_dir(tflite_dir, vocab_file, tuple(tflite), kinds, overwrite)
     module, version_dir = export_saved_model(
         model, version_dir, vocab_file, spec, overwrite=overwrite,

@@ -10,7 +10,11 @@ Signatures (every output has batch as its first dimension, as TF Serving's row f
   serve_ids        inputs  `input_ids`, `input_mask`, `segment_ids` int32 [B, T]
 
   classification   logits [B, C] float32, probabilities [B, C] float32, label_ids [B] int32,
-                   labels [B] string (label names)
+                   labels [B] string (label names); a multi-label model (ExportSpec.multi_label)
+                   instead: logits [B, C], probabilities [B, C] (sigmoid), thresholds [B, C]
+                   (the stored per-label thresholds), label_mask [B, C] int32 (1 where
+                   probability >= threshold: the predicted label set), labels [B, C] string
+                   (the label's name where predicted, "" elsewhere)
   ner              logits [B, T, C], tag_ids [B, T] int32 (-1 off the text: [CLS], [SEP],
                    padding), tags [B, T] string ("" off the text), entity_labels [B, E] string,
                    entity_count [B] int32, and
@@ -28,16 +32,43 @@ Signatures (every output has batch as its first dimension, as TF Serving's row f
                    -1 when no answer).
   encoder          pooled_output [B, H], sequence_output [B, T, H], input_mask [B, T] int32.
 
+Long texts (ExportSpec.long_input "windows", from a model trained that way: tfbert.json
+"long_input"/"doc_stride"): `serving_default` reads every text whole, as overlapping windows
+of T - 2 pieces `doc_stride` apart (tfbert/export/windows.py; pairs: see `_serve_windows`), all
+windows of the batch run as one model batch, and
+  classification   the same outputs, from the mean of each text's windows' logits;
+  ner              per piece of the whole text instead of per packed position, P = pieces of
+                   the batch's longest text (dynamic, >= 0): logits [B, P, C] (each piece's
+                   from the window where it has the most context, 0 past the text),
+                   tag_ids [B, P] (-1 past the text), tags [B, P], token_starts/token_ends
+                   [B, P] (characters of each piece, -1 past the text); the entity outputs
+                   [B, E] as above, offsets into the full text; and word-level outputs,
+                   Wd = words of the batch's wordiest text: word_count [B], word_tags [B, Wd]
+                   string, word_starts/word_ends [B, Wd] int32 (characters, end exclusive;
+                   "" / -1 past a text's words). Words are the model's tokens: whitespace-
+                   separated words (token_separator " "), or characters ("": a piece covering
+                   several characters spreads its tag over them, B-X I-X ..., as training's
+                   decode does).
+  serve_ids (and TFLite) take the windows from the caller, one per row, and answer per window;
+  tfbert/export/window_inputs.py makes the windows and merges their outputs by the same rules.
+A CRF model (BertTokenClassifier(crf=True)) picks NER tags by Viterbi over the pieces it chains
+(each word's first piece, or every piece with label_alignment "all"), over the whole text in the
+windowed path; the other pieces take their word's tag.
+
 Decoding follows training: NER takes each word's tag from its first word piece (as the
 fine-tuning labels were placed), and reads entities with conlleval's BIO/BIOES chunk rules;
 QA picks the best span (tfbert/evaluation/spans.py, the search training's decoding uses) among
 the `n_best_size` best start and end positions that lie in the context, end >= start, at most
-`max_answer_length` pieces (Google's run_squad.py, one window);
+`max_answer_length` pieces (Google's run_squad.py); with ExportSpec.doc_stride the text signature
+reads a long context in windows as training does (tfbert/export/windows.py: one every doc_stride
+pieces, a start only where its piece has the most context, the best span over the windows, the
+null score the smallest over them; start_logits/end_logits, score and answer_token_start/end are
+then those of the window the answer comes from); serve_ids scores each given window alone.
 SQuAD v2.0 models answer "" when null score - best score > `null_score_diff_threshold`.
 Texts longer than T are cut as in training (classification: longest segment first; NER: the
 first T - 2 pieces; QA: the question to `max_query_length` pieces, the context to the first
-window). Strings that are not valid UTF-8 are decoded with U+FFFD replacement first, so offsets
-and answer texts always refer to that (valid) string.
+window unless doc_stride is set). Strings that are not valid UTF-8 are decoded with U+FFFD
+replacement first, so offsets and answer texts always refer to that (valid) string.
 The model runs only up to the batch's last attended position, rounded up to a multiple of 16
 (ExportSpec.trim_padding, on by default): per-position outputs read 0 past it.
 
@@ -61,6 +92,7 @@ import tensorflow as tf
 import tfbert
 from tfbert.errors import UserError
 from tfbert.evaluation.spans import best_span
+from tfbert.export import windows
 from tfbert.export.layout import EXPORT_RECORD, version_folder, write_version
 from tfbert.export.streams import split_streams, streamed
 from tfbert.fileio import write_json
@@ -87,6 +119,22 @@ class ExportSpec:
         n_best_size: int. QA: start/end candidates considered (as run_squad).
         version_2_with_negative: bool. QA: may answer "" (SQuAD v2.0).
         null_score_diff_threshold: float. QA v2.0: answer "" when null - best > this.
+        multi_label: bool. Classification with independent labels (sigmoid outputs).
+        thresholds: list of float. Multi-label: one decision threshold per label (a label is
+            predicted when its probability >= its threshold), as tuned on dev.
+        long_input: str. Classification and NER text longer than T: "truncate" (cut as in
+            training's truncation) or "windows": `serving_default` reads it as overlapping
+            windows `doc_stride` pieces apart (see "Long texts" above).
+        doc_stride: int or None. Pieces between window starts, as in training. QA: a long
+            context is read in windows one every doc_stride pieces (None: the first window
+            only). Classification and NER with long_input "windows": in [1, T - 2), default
+            T // 2.
+        token_separator: str or None. NER words, as training's tokens were: " " a word is a
+            run of pieces with no gap between them (whitespace-split words; `serve_ids`, which
+            has no text, uses the "##" rule), "" every piece (one character each for Chinese),
+            None a piece and its "##" continuations.
+        label_alignment: str. NER with a CRF: which pieces its Viterbi chains, "first" (each
+            word's first piece, as trained with labels on first pieces) or "all" (every piece).
         jit_compile: bool. XLA-compile the model's forward inside both signatures (the text
             pre- and post-processing stay TF ops). On the 2-core CPU host of bench/NOTES.md
             no faster than the default graph at batch 1 and slower at batch 32; TF Serving's
@@ -119,6 +167,12 @@ class ExportSpec:
     n_best_size: int = 20
     version_2_with_negative: bool = False
     null_score_diff_threshold: float = 0.0
+    multi_label: bool = False
+    thresholds: list[float] | None = None
+    long_input: str = "truncate"
+    doc_stride: int | None = None
+    token_separator: str | None = None
+    label_alignment: str = "first"
     jit_compile: bool = False
     trim_padding: bool = True
     cpu_streams: int = 1
@@ -135,11 +189,39 @@ class ExportSpec:
                             f"for task {self.task!r}")
         if self.task in ("classification", "ner") and not self.labels:
             raise UserError(f"saved_model.py: task {self.task!r} needs its label names")
+        if self.multi_label and (self.task != "classification" or self.thresholds is None
+                                 or len(self.thresholds) != len(self.labels)):
+            raise UserError(f"saved_model.py: multi_label is a classification setting with one "
+                            f"threshold per label; got task {self.task!r}, "
+                            f"{len(self.labels or [])} labels and thresholds {self.thresholds}")
+        if self.long_input not in ("truncate", "windows"):
+            raise UserError(f"saved_model.py: long_input {self.long_input!r} is not 'truncate' "
+                            "or 'windows'")
+        if self.long_input == "windows":
+            stride = self.window_stride
+            if self.task not in ("classification", "ner"):
+                raise UserError(f"saved_model.py: long_input 'windows' is for classification "
+                                f"and NER, not {self.task!r}")
+            if not 1 <= stride < self.seq_length - 2:
+                raise UserError(f"saved_model.py: doc_stride {stride} must be in [1, "
+                                f"{self.seq_length - 2}) (max_seq_length - 2): a window stride "
+                                ">= the window body leaves no overlap")
+        if self.token_separator not in (None, "", " "):
+            raise UserError(f"saved_model.py: token_separator {self.token_separator!r} is not "
+                            "' ', '' or None")
+        if self.label_alignment not in ("first", "all"):
+            raise UserError(f"saved_model.py: label_alignment {self.label_alignment!r} is not "
+                            "'first' or 'all'")
         if self.task == "ner":
             for tag in self.labels:
                 prefix, _, kind = tag.partition("-")
                 if tag != "O" and (prefix not in _TAG_PREFIXES or prefix == "O" or not kind):
                     raise UserError(f"saved_model.py: NER tag {tag!r} is not 'O' or B/I/E/S-TYPE")
+
+    @property
+    def window_stride(self) -> int:
+        """Pieces between window starts: doc_stride, or T // 2."""
+        return self.seq_length // 2 if self.doc_stride is None else int(self.doc_stride)
 
     @property
     def has_text_b(self) -> bool:
@@ -192,6 +274,7 @@ class BertServingModule(tf.Module):
         self._objects.packer = tfbert.BertPacker.from_tokenizer(self._objects.tokenizer,
                                                                 spec.seq_length)
         self._objects.id_ranges = id_ranges(model, spec)
+        self._objects.crf = getattr(model, "crf", None) if spec.task == "ner" else None
         vocab = self._objects.tokenizer.vocab
         continuation = [t.startswith("##") for t in vocab]  # ids past vocab.txt are no "##"
         continuation += [False] * (self._objects.id_ranges["input_ids"] - len(continuation))
@@ -206,6 +289,12 @@ class BertServingModule(tf.Module):
                 [kinds.index(t.partition("-")[2]) + 1 if t != "O" else 0 for t in labels],
                 tf.int32)  # [C]
             self._kind_names = tf.constant([""] + kinds, tf.string)
+            # Tag ids of a piece's first / middle / last character when one piece holds several
+            # (B-X: B I I, S-X: B I E, E-X: I I E); the tag itself where the label set lacks one.
+            index = {name: i for i, name in enumerate(labels)}
+            self._spread_tags = [tf.constant([index.get(_spread_tag(t, part), i)
+                                              for i, t in enumerate(labels)], tf.int32)
+                                 for part in range(3)]  # 3 x [C]
 
         t = spec.seq_length
         ids_spec = {name: tf.TensorSpec([None, t], tf.int32, name=name) for name in ID_INPUTS}
@@ -233,9 +322,57 @@ class BertServingModule(tf.Module):
         text, text_b = strings["text"], strings.get("text_b")
         text = _valid_utf8(text)
         text_b = None if text_b is None else _valid_utf8(text_b)
+        if self._spec.long_input == "windows":
+            return self._serve_windows(text, text_b)
         inputs, chars = self._preprocess(text, text_b)
         chars.update({"text": text, "text_b": text if text_b is None else text_b})
         return self._decode(inputs, self._run_model(inputs), chars=chars)
+
+    def _serve_windows(self, text: tf.Tensor, text_b: tf.Tensor | None
+                       ) -> dict[str, tf.Tensor]:
+        """serving_default with long_input "windows": every text read whole, as windows.
+
+        Single texts: windows of T - 2 pieces, each packed `[CLS] w [SEP]`. Pairs: when
+        len(a) + len(b) <= T - 3 one window, packed as usual; else a' = the first
+        max(T - 3 - len(b), (T - 3) // 2) pieces of a, and windows of T - 3 - len(a') pieces over
+        b, each packed `[CLS] a' [SEP] w [SEP]`. The windows of the whole batch run as one
+        batch W; classification averages each text's windows' logits, NER reads each piece
+        from the window where it has the most context.
+        """
+        spec, t = self._spec, self._spec.seq_length
+        stride = spec.window_stride
+        tokenizer = self._objects.tokenizer
+        if text_b is None:
+            ids, starts, ends = tokenizer.tokenize_with_offsets(text)  # [B, (P)]
+            lengths = tf.cast(ids.row_lengths(), tf.int32)  # [B]
+            row, start, length = windows.window_spans(lengths, t - 2, stride)  # [W]
+            inputs = self._objects.packer(windows.take(ids, row, start, length))  # [W, T]
+        else:  # classification pairs (NER and windows take one text)
+            batch = tf.shape(text, out_type=tf.int64)[0]
+            both = tokenizer.tokenize_with_offsets(tf.concat([text, text_b], 0))[0]
+            ids_a, ids_b = both[:batch], both[batch:]
+            la = tf.cast(ids_a.row_lengths(), tf.int32)
+            lb = tf.cast(ids_b.row_lengths(), tf.int32)
+            keep_a = tf.minimum(la, tf.maximum(t - 3 - lb, (t - 3) // 2))  # [B]
+            row, start, length = windows.window_spans(lb, t - 3 - keep_a, stride)
+            win_a = tf.gather(_ragged_head(ids_a, keep_a), row)  # [W, (a')]
+            inputs = self._objects.packer((win_a, windows.take(ids_b, row, start, length)))
+        outputs = self._run_model(inputs)
+        num_rows = tf.shape(text)[0]
+        if spec.task == "classification":
+            logits = tf.math.unsorted_segment_mean(outputs["logits"], row, num_rows)  # [B, C]
+            return self._decode(None, {"logits": logits}, chars=None)
+        # NER: piece p of row b from window best[b, p], at packed position 1 + p - start.
+        best = windows.max_context(row, start, length, lengths)  # [B, P]
+        on_text = best >= 0
+        window = tf.maximum(best, 0)
+        position = tf.where(on_text, 1 + tf.range(tf.shape(best)[1])[tf.newaxis, :]
+                            - tf.gather(start, window), 0)
+        logits = tf.gather_nd(outputs["logits"], tf.stack([window, position], -1))  # [B, P, C]
+        logits = tf.where(on_text[:, :, tf.newaxis], logits, 0.0)
+        pieces = {"ids": _dense(ids, 0), "starts": _dense(starts, -1),
+                  "ends": _dense(ends, -1), "on_text": on_text, "text": text}
+        return self._ner_outputs(logits, pieces, words=True)
 
     # --- pieces ----------------------------------------------------------------------------------
 
@@ -272,10 +409,35 @@ class BertServingModule(tf.Module):
         ids_b, starts_b, ends_b = (x[batch:] for x in both)
         if spec.task == "qa":
             # As in training: the question is cut to max_query_length pieces and the context
-            # to what fits after it (the first window).
+            # read in windows of what fits after it (the first one without doc_stride).
             keep_a = tf.minimum(ids_a.row_lengths(), spec.max_query_length)  # [B]
+            if spec.doc_stride is not None:  # (training needs room for a context piece)
+                keep_a = tf.minimum(keep_a, spec.seq_length - 4)
             ids_a, starts_a, ends_a = (_ragged_head(x, keep_a) for x in (ids_a, starts_a, ends_a))
             keep_b = tf.maximum(spec.seq_length - 3 - keep_a, 0)
+            if spec.doc_stride is not None:
+                from tfbert.export import windows
+
+                lengths = ids_b.row_lengths()  # [B]
+                row, start, length = windows.window_spans(lengths, keep_b, spec.doc_stride)  # [W]
+                ids_b, starts_b, ends_b = (windows.take(x, row, start, length)
+                                           for x in (ids_b, starts_b, ends_b))  # [W, (L)]
+                ids_a, starts_a, ends_a = (tf.gather(x, row) for x in (ids_a, starts_a, ends_a))
+                packed = self._objects.packer((ids_a, ids_b))  # [W, T]
+                chars = self._char_spans(packed, (starts_a, ends_a), (starts_b, ends_b))
+                # Position j of window w holds context piece start[w] + j - (question + 2);
+                # an answer may start there only in the window where that piece has the most
+                # context (tfbert.data.windows.is_max_context).
+                owner = windows.max_context(row, start, length, lengths)  # [B, P]
+                owner = tf.pad(owner, [[0, 0], [0, 1]], constant_values=-1)  # [B, P + 1]
+                offset = tf.cast(tf.gather(keep_a, row), tf.int32) + 2  # [W]
+                piece = tf.range(spec.seq_length)[tf.newaxis, :] - offset[:, None]  # [W, T]
+                inside = (piece >= 0) & (piece < length[:, None])
+                piece = tf.clip_by_value(start[:, None] + piece, 0, tf.shape(owner)[1] - 1)
+                owners = tf.gather(tf.gather(owner, row), piece, batch_dims=1)  # [W, T]
+                window = tf.range(tf.size(row))[:, tf.newaxis]  # [W, 1]
+                chars.update({"window_row": row, "max_context": inside & (owners == window)})
+                return packed, chars
             ids_b, starts_b, ends_b = (_ragged_head(x, keep_b) for x in (ids_b, starts_b, ends_b))
         packed = self._objects.packer((ids_a, ids_b))
         return packed, self._char_spans(packed, (starts_a, ends_a), (starts_b, ends_b))
@@ -308,6 +470,15 @@ class BertServingModule(tf.Module):
         task = self._spec.task
         if task == "classification":
             logits = outputs["logits"]  # [B, C]
+            if self._spec.multi_label:  # independent labels, each at its threshold
+                probabilities = tf.sigmoid(logits)  # [B, C]
+                thresholds = tf.broadcast_to(tf.constant(self._spec.thresholds, tf.float32),
+                                             tf.shape(logits))  # [B, C]
+                chosen = probabilities >= thresholds
+                names = tf.broadcast_to(self._label_names, tf.shape(logits))  # [B, C]
+                return {"logits": logits, "probabilities": probabilities,
+                        "thresholds": thresholds, "label_mask": tf.cast(chosen, tf.int32),
+                        "labels": tf.where(chosen, names, "")}
             label_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B]
             return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
                     "label_ids": label_ids, "labels": tf.gather(self._label_names, label_ids)}
@@ -319,30 +490,67 @@ class BertServingModule(tf.Module):
 
     def _decode_ner(self, inputs: dict[str, tf.Tensor], logits: tf.Tensor,
                     chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
+        """NER outputs of packed windows [B, T]: the pieces sit at positions 1 .. len(a)."""
         t = self._spec.seq_length
         la, _ = _segment_lengths(inputs)
         pos = tf.range(t)[tf.newaxis, :]  # [1, T]
-        on_text = (pos >= 1) & (pos <= la[:, None])  # [B, T]
-        raw = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, T]
-        tag_ids = tf.where(on_text, raw, -1)
-        tags = tf.where(on_text, tf.gather(self._label_names, raw), "")
-        # A word = a piece that is not a "##" continuation, plus the continuations after it.
-        continuation = tf.gather(self._continuation, inputs["input_ids"])  # [B, T]
-        word_start = on_text & ~continuation  # [B, T]
-        word_of_pos = tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1  # [B, T]
+        pieces = {"ids": inputs["input_ids"], "on_text": (pos >= 1) & (pos <= la[:, None])}
+        if chars is not None:
+            pieces.update(chars)
+        out = self._ner_outputs(logits, pieces, words=False)
+        if chars is None:
+            out["entity_token_starts"] = out.pop("entity_first")
+            out["entity_token_ends"] = out.pop("entity_end")
+        else:
+            del out["entity_first"], out["entity_end"]
+        return out
+
+    def _ner_outputs(self, logits: tf.Tensor, pieces: dict[str, tf.Tensor], words: bool
+                     ) -> dict[str, tf.Tensor]:
+        """Tags, words and entities from per-position logits [B, N, C].
+
+        pieces: "ids" [B, N] (word piece ids), "on_text" [B, N] (the position holds a piece of
+        the text), and with the text, "starts"/"ends" [B, N] (its characters) and "text" [B].
+        A word is a piece plus the pieces that continue it (ExportSpec.token_separator); its
+        tag is its first piece's (softmax argmax, or the CRF's Viterbi path over the chained
+        pieces). With `words`, also the word-level outputs.
+        """
+        spec = self._spec
+        n = tf.shape(logits)[1]
+        on_text = pieces["on_text"]
+        batch = tf.shape(logits)[0]
+        pos = tf.range(n)[tf.newaxis, :] + tf.zeros([batch, 1], tf.int32)  # [B, N]
+        # A word = a piece that starts one, plus the pieces after it that continue it.
+        if spec.token_separator == "":
+            word_start = on_text
+        elif spec.token_separator == " " and "starts" in pieces:  # a gap before the piece
+            previous_end = tf.pad(pieces["ends"][:, :-1], [[0, 0], [1, 0]], constant_values=-1)
+            word_start = on_text & (pieces["starts"] > previous_end)
+        else:
+            word_start = on_text & ~tf.gather(self._continuation, pieces["ids"])
+        word_of_pos = tf.cumsum(tf.cast(word_start, tf.int32), axis=1) - 1  # [B, N]
         in_word = on_text & (word_of_pos >= 0)
         num_words = tf.reduce_sum(tf.cast(word_start, tf.int32), axis=1)  # [B]
-        # Word-level arrays [B, W=T]: tag, first position, one past the last position.
-        batch = tf.shape(raw)[0]
-        rows = tf.range(batch)[:, None] + tf.zeros_like(pos)  # [B, T]
-        seg = tf.where(in_word, rows * t + word_of_pos, batch * t)  # overflow bucket
-        n_seg = batch * t + 1
-        first = tf.math.unsorted_segment_min(pos + tf.zeros_like(rows), seg, n_seg)[:-1]
-        last = tf.math.unsorted_segment_max(pos + tf.zeros_like(rows), seg, n_seg)[:-1]
-        first, last = tf.reshape(first, [batch, t]), tf.reshape(last, [batch, t])
-        is_word = tf.range(t)[tf.newaxis, :] < num_words[:, None]  # [B, W]
+        # Word-level arrays [B, W=N]: first position, last position.
+        rows = tf.range(batch)[:, None] + tf.zeros_like(pos)  # [B, N]
+        seg = tf.where(in_word, rows * n + word_of_pos, batch * n)  # overflow bucket
+        n_seg = batch * n + 1
+        first = tf.reshape(tf.math.unsorted_segment_min(pos, seg, n_seg)[:-1], [batch, n])
+        last = tf.reshape(tf.math.unsorted_segment_max(pos, seg, n_seg)[:-1], [batch, n])
+        is_word = tf.range(n)[tf.newaxis, :] < num_words[:, None]  # [B, W]
         first = tf.where(is_word, first, 0)
         last = tf.where(is_word, last, 0)
+        crf = self._objects.crf
+        if crf is None:
+            raw = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [B, N]
+        else:  # Viterbi over the chained pieces; the other pieces take their word's tag
+            chain = word_start if spec.label_alignment == "first" else on_text
+            path = tf.cast(crf(logits, chain), tf.int32)  # [B, N], -1 off the chain
+            word_tag = tf.gather(path, tf.gather(first, tf.maximum(word_of_pos, 0),
+                                                 batch_dims=1), batch_dims=1)
+            raw = tf.maximum(tf.where(chain, path, word_tag), 0)
+        tag_ids = tf.where(on_text, raw, -1)
+        tags = tf.where(on_text, tf.gather(self._label_names, raw), "")
         word_tag = tf.where(is_word, tf.gather(raw, first, batch_dims=1), -1)  # [B, W]
         prefix = tf.where(is_word, tf.gather(self._tag_prefix, tf.maximum(word_tag, 0)), 0)
         kind = tf.where(is_word, tf.gather(self._tag_kind, tf.maximum(word_tag, 0)), 0)
@@ -351,10 +559,10 @@ class BertServingModule(tf.Module):
         count = tf.reduce_sum(tf.cast(starts_chunk, tf.int32), axis=1)  # [B]
         num_entities = tf.maximum(tf.reduce_max(tf.concat([count, [0]], 0)), 0)  # E
         in_entity = (prefix > 0) & (chunk >= 0)
-        eseg = tf.where(in_entity, rows * t + chunk, batch * t)
-        e_first = tf.reshape(tf.math.unsorted_segment_min(first, eseg, n_seg)[:-1], [batch, t])
-        e_last = tf.reshape(tf.math.unsorted_segment_max(last, eseg, n_seg)[:-1], [batch, t])
-        e_kind = tf.reshape(tf.math.unsorted_segment_max(kind, eseg, n_seg)[:-1], [batch, t])
+        eseg = tf.where(in_entity, rows * n + chunk, batch * n)
+        e_first = tf.reshape(tf.math.unsorted_segment_min(first, eseg, n_seg)[:-1], [batch, n])
+        e_last = tf.reshape(tf.math.unsorted_segment_max(last, eseg, n_seg)[:-1], [batch, n])
+        e_kind = tf.reshape(tf.math.unsorted_segment_max(kind, eseg, n_seg)[:-1], [batch, n])
         # Keep E columns; padding entities get -1 / "".
         valid = tf.range(num_entities)[tf.newaxis, :] < count[:, None]  # [B, E]
         e_first = tf.where(valid, e_first[:, :num_entities], -1)
@@ -362,34 +570,95 @@ class BertServingModule(tf.Module):
         e_labels = tf.where(valid, tf.gather(self._kind_names,
                                              tf.maximum(e_kind[:, :num_entities], 0)), "")
         out = {"logits": logits, "tag_ids": tag_ids, "tags": tags, "entity_labels": e_labels,
-               "entity_count": count}
-        if chars is None:
-            out["entity_token_starts"] = e_first
-            out["entity_token_ends"] = tf.where(valid, e_last + 1, -1)
+               "entity_count": count, "entity_first": e_first,
+               "entity_end": tf.where(valid, e_last + 1, -1)}
+        if "starts" not in pieces:
             return out
-        start_char = tf.where(valid, tf.gather(chars["starts"], tf.maximum(e_first, 0),
-                                               batch_dims=1), -1)
-        end_char = tf.where(valid, tf.gather(chars["ends"], tf.maximum(e_last, 0),
-                                             batch_dims=1), -1)
-        out.update({"token_starts": chars["starts"], "token_ends": chars["ends"],
+        starts, ends = pieces["starts"], pieces["ends"]
+        start_char = tf.where(valid, tf.gather(starts, tf.maximum(e_first, 0), batch_dims=1), -1)
+        end_char = tf.where(valid, tf.gather(ends, tf.maximum(e_last, 0), batch_dims=1), -1)
+        out.update({"token_starts": starts, "token_ends": ends,
                     "entity_starts": start_char, "entity_ends": end_char,
-                    "entity_texts": _substr(chars["text"], start_char, end_char)})
+                    "entity_texts": _substr(pieces["text"], start_char, end_char)})
+        if words and spec.token_separator == "":
+            out.update(self._character_words(raw, on_text, starts, ends))
+        elif words:
+            num = tf.maximum(tf.reduce_max(tf.concat([num_words, [0]], 0)), 0)  # Wd
+            keep = is_word[:, :num]
+            out.update({
+                "word_count": num_words,
+                "word_tags": tf.where(keep, tf.gather(self._label_names, tf.maximum(
+                    word_tag[:, :num], 0)), ""),
+                "word_starts": tf.where(keep, tf.gather(starts, first[:, :num], batch_dims=1),
+                                        -1),
+                "word_ends": tf.where(keep, tf.gather(ends, last[:, :num], batch_dims=1), -1)})
         return out
+
+    def _character_words(self, raw: tf.Tensor, on_text: tf.Tensor, starts: tf.Tensor,
+                         ends: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Word outputs of a character-level model: one word per character of each piece, a
+        piece's tag spread over its characters as one entity (tfbert.data.ner._spread)."""
+        count = tf.where(on_text, ends - starts, 0)  # [B, N] characters of each piece
+        flat_count = tf.reshape(count, [-1])
+        flat_piece = tf.repeat(tf.range(tf.size(flat_count)), flat_count)  # [K] (all rows)
+        offset = tf.ragged.range(flat_count).flat_values  # [K]: 0 .. count - 1 in the piece
+        size = tf.gather(flat_count, flat_piece)
+        tag = tf.gather(tf.reshape(raw, [-1]), flat_piece)
+        variant = tf.where(size == 1, tag, tf.where(
+            offset == 0, tf.gather(self._spread_tags[0], tag),
+            tf.where(offset == size - 1, tf.gather(self._spread_tags[2], tag),
+                     tf.gather(self._spread_tags[1], tag))))
+        char = tf.gather(tf.reshape(starts, [-1]), flat_piece) + offset
+        per_row = tf.reduce_sum(count, axis=1)  # [B]
+        dense = lambda x, fill: tf.RaggedTensor.from_row_lengths(
+            x, per_row, validate=False).to_tensor(default_value=fill)  # [B, Wd]
+        return {"word_count": per_row,
+                "word_tags": dense(tf.gather(self._label_names, variant), ""),
+                "word_starts": dense(char, -1), "word_ends": dense(char + 1, -1)}
 
     def _decode_qa(self, inputs: dict[str, tf.Tensor], outputs: dict[str, tf.Tensor],
                    chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
         spec = self._spec
         t = spec.seq_length
-        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]  # [B, T]
+        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]  # [W, T]
         la, lb = _segment_lengths(inputs)
         pos = tf.range(t)[tf.newaxis, :]
-        in_context = (pos >= la[:, None] + 2) & (pos <= (la + lb)[:, None] + 1)  # [B, T]
+        in_context = (pos >= la[:, None] + 2) & (pos <= (la + lb)[:, None] + 1)  # [W, T]
+        windowed = chars is not None and "window_row" in chars
         best_start, best_end, best_score, answered = best_span(
-            start_logits, end_logits, in_context, in_context, spec.n_best_size,
-            spec.max_answer_length)  # [B] each
-        null_score = start_logits[:, 0] + end_logits[:, 0]
+            start_logits, end_logits, chars["max_context"] if windowed else in_context,
+            in_context, spec.n_best_size, spec.max_answer_length)  # [W] each
+        null_score = start_logits[:, 0] + end_logits[:, 0]  # [W]
+        null_window = span_window = None
+        if windowed:
+            # Google's write_predictions over an example's windows: the best span of any
+            # window and the smallest null score, ties to the earlier window. Rows [B] from here.
+            row = chars["window_row"]  # [W]
+            batch = tf.shape(chars["text_b"])[0]
+            window = tf.range(tf.size(row))
+            none = tf.size(row)
+
+            def first(hit: tf.Tensor) -> tf.Tensor:  # [W] bool -> [B]: first window of the row
+                return tf.math.unsorted_segment_min(tf.where(hit, window, none), row, batch)
+
+            span_score = tf.where(answered, best_score, -float("inf"))
+            top = tf.math.unsorted_segment_max(span_score, row, batch)  # [B]
+            span_window = first(answered & tf.equal(span_score, tf.gather(top, row)))
+            low = tf.math.unsorted_segment_min(null_score, row, batch)  # [B]
+            null_window = first(tf.equal(null_score, tf.gather(low, row)))
+            answered = span_window < none
+            span_window = tf.minimum(span_window, none - 1)
+            best_start, best_end, best_score = (tf.gather(x, span_window)
+                                                for x in (best_start, best_end, best_score))
+            null_score = tf.gather(null_score, null_window)
         if spec.version_2_with_negative:
             answered &= ~(null_score - best_score > spec.null_score_diff_threshold)
+        if windowed:  # per row: the window the answer (or the null answer) comes from
+            chosen = tf.where(answered, span_window, null_window)  # [B]
+            start_logits, end_logits = tf.gather(start_logits, chosen), tf.gather(end_logits,
+                                                                                 chosen)
+            chars = {**chars, "starts": tf.gather(chars["starts"], chosen),
+                     "ends": tf.gather(chars["ends"], chosen)}  # [B, T]
         s_pos = tf.where(answered, best_start, -1)
         e_pos = tf.where(answered, best_end, -1)
         out = {"start_logits": start_logits, "end_logits": end_logits,
@@ -533,6 +802,22 @@ def _take(values: tf.RaggedTensor, index: tf.Tensor, width: int) -> tf.Tensor:
     """values[b, index[b, j]] for ragged values [B, (P)] and index [B, J] (-1 past a row)."""
     dense = tf.cast(values.to_tensor(default_value=-1, shape=[None, width]), tf.int32)
     return tf.gather(dense, index, batch_dims=1)
+
+
+def _spread_tag(tag: str, part: int) -> str:
+    """The tag of the first (part 0), a middle (1) or the last (2) of several characters one
+    piece tagged `tag` covers."""
+    prefix, _, kind = tag.partition("-")
+    if tag == "O":
+        return tag
+    new = [{"B": "B", "I": "I", "E": "I", "S": "B"}, {"B": "I", "I": "I", "E": "I", "S": "I"},
+           {"B": "I", "I": "I", "E": "E", "S": "E"}][part][prefix]
+    return f"{new}-{kind}"
+
+
+def _dense(values: tf.RaggedTensor, default: int) -> tf.Tensor:
+    """A ragged int [B, (P)] as int32 [B, P] (P = the longest row), `default` past each row."""
+    return tf.cast(values.to_tensor(default_value=default), tf.int32)
 
 
 def _ragged_head(values: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:

@@ -21,9 +21,15 @@ of bounds ... (GATHER) failed to invoke"). In the text model TF Text's kernel ch
 rank ("Input values shape must be rank 1"), and a text_b count unlike text's fails in the
 packer's GATHER ("input->dims->data[i] != positions->dims->data[i] ... failed to prepare").
 
-Outputs: classification logits [B, C], probabilities [B, C], label_ids [B]; ner logits
-[B, T, C], tag_ids [B, T]; qa start_logits/end_logits [B, T]; encoder pooled_output [B, H],
+Outputs: classification logits [B, C], probabilities [B, C], label_ids [B] (multi-label:
+logits, probabilities (sigmoid), thresholds and label_mask int32, each [B, C]); ner logits
+[B, T, C], tag_ids [B, T] (a CRF model: its Viterbi tags over the chained pieces, as
+saved_model.py's serve_ids, -1 elsewhere; float32 and float16 only, int8 is a UserError:
+`check_tflite_model`); qa start_logits/end_logits [B, T]; encoder pooled_output [B, H],
 sequence_output [B, T, H]; the text model also returns the packed input_ids [B, T].
+Long texts: the ids model takes one window per row (tfbert/export/window_inputs.py makes
+them and merges the outputs); the text model packs the first window only (the SavedModel's
+text signature reads them all).
 
 The text model's tokenizer and packer are in `tflite_text.py` (what differs from the reference
 tokenizer, and how); `tflite_eval.py` measures .tflite files (accuracy, agreement with the
@@ -68,36 +74,69 @@ def _fail_unless(holds: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
 # --- the models to convert ---------------------------------------------------------------------
 
 
-def _raw_outputs(model: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor]
-                 ) -> dict[str, tf.Tensor]:
+def _crf_tags(crf: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor], logits: tf.Tensor,
+              continuation: tf.Tensor) -> tf.Tensor:
+    """A CRF model's Viterbi tags [B, T] over the pieces it chains (saved_model.py's rule for
+    ids: each word's first piece by the "##" rule, or every piece for a character-level model
+    or label_alignment "all"), -1 elsewhere."""
+    t = spec.seq_length
+    length = tf.reduce_sum(tf.cast(inputs["input_mask"], tf.int32), axis=1) - 2  # [B]
+    pos = tf.range(t)[tf.newaxis, :]
+    chain = (pos >= 1) & (pos <= length[:, None])  # [B, T]
+    if spec.label_alignment == "first" and spec.token_separator != "":
+        chain &= ~tf.gather(continuation, inputs["input_ids"])
+    return tf.cast(crf(logits, chain), tf.int32)
+
+
+def _raw_outputs(model: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor],
+                 continuation: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
     outputs = model(inputs, training=False)
+    if spec.task == "classification" and spec.multi_label:  # as saved_model.py's outputs
+        logits = tf.cast(outputs, tf.float32)
+        probabilities = tf.sigmoid(logits)
+        thresholds = tf.broadcast_to(tf.constant(spec.thresholds, tf.float32), tf.shape(logits))
+        return {"logits": logits, "probabilities": probabilities, "thresholds": thresholds,
+                "label_mask": tf.cast(probabilities >= thresholds, tf.int32)}
     if spec.task == "classification":
         logits = tf.cast(outputs, tf.float32)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
                 "label_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
     if spec.task == "ner":
         logits = tf.cast(outputs, tf.float32)
-        return {"logits": logits, "tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+        if getattr(model, "crf", None) is None:
+            return {"logits": logits,
+                    "tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+        return {"logits": logits, "tag_ids": _crf_tags(model.crf, spec, inputs, logits,
+                                                       continuation)}
     if spec.task == "qa":
         return {k: tf.cast(outputs[k], tf.float32) for k in ("start_logits", "end_logits")}
     return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
             "sequence_output": tf.cast(outputs["sequence_output"], tf.float32)}
 
 
-def _ids_module(model: Any, spec: ExportSpec) -> tf.Module:
+def _continuation_table(model: Any, spec: ExportSpec, vocab: Sequence[str]) -> tf.Tensor:
+    """bool [V]: the id is a "##" piece (ids past the vocab are not)."""
+    size = id_ranges(model, spec)["input_ids"]
+    flags = [token.startswith("##") for token in vocab][:size]
+    return tf.constant(flags + [False] * (size - len(flags)))
+
+
+def _ids_module(model: Any, spec: ExportSpec, vocab: Sequence[str] = ()) -> tf.Module:
     module = tf.Module()
     module.model = model
     module._model_variables = [v.value for v in model.variables]
     specs = [tf.TensorSpec([None, spec.seq_length], tf.int32, name=n) for n in ID_INPUTS]
 
     ranges = id_ranges(model, spec)
+    continuation = _continuation_table(model, spec, vocab)
 
     @tf.function(input_signature=specs)
     def serve(input_ids, input_mask, segment_ids):
         inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
         stages = id_input_checks(spec.seq_length, ranges)  # (TFLite has no Assert: all at once)
         holds = tf.reduce_all(tf.stack([check[0] for stage in stages for check in stage(inputs)]))
-        return _raw_outputs(model, spec, {k: _fail_unless(holds, v) for k, v in inputs.items()})
+        return _raw_outputs(model, spec, {k: _fail_unless(holds, v) for k, v in inputs.items()},
+                            continuation)
 
     module.serve = serve
     return module
@@ -108,13 +147,15 @@ def _text_module(model: Any, spec: ExportSpec, vocab: Sequence[str]) -> tf.Modul
     module.model = model
     module._model_variables = [v.value for v in model.variables]
     module.packer = TextPacker(vocab, spec)
+    continuation = _continuation_table(model, spec, vocab)
     specs = [tf.TensorSpec([None], tf.string, name="text")]
     if spec.has_text_b:
         specs.append(tf.TensorSpec([None], tf.string, name="text_b"))
 
     def run(text, text_b=None):
         inputs = module.packer(text, text_b)
-        return {**_raw_outputs(model, spec, inputs), "input_ids": inputs["input_ids"]}
+        return {**_raw_outputs(model, spec, inputs, continuation),
+                "input_ids": inputs["input_ids"]}
 
     module.serve = tf.function(run, input_signature=specs)
     return module
@@ -235,6 +276,19 @@ def _vocab_bytes(vocab_file: str) -> bytes:
     return ("\n".join(load_vocab(vocab_file)) + "\n").encode("utf-8")
 
 
+def check_tflite_model(model: Any, quantizations: Sequence[str]) -> None:
+    """Raises UserError for a model and quantization the TFLite export does not offer: int8
+    of a CRF model. Dynamic-range int8 moves the emission scores the CRF's Viterbi path is
+    chosen from, and one changed step of a path can change whole entities (on a random tiny
+    test model 0.7% of tags differed from float32); float32 and float16 CRF models convert
+    with builtin ops (the Viterbi loop is a WHILE) and give the float tags."""
+    if getattr(model, "crf", None) is not None and "int8" in quantizations:
+        raise UserError("tflite.py: a CRF model asked for TFLite int8: not offered, because "
+                        "int8 weights change the emission scores the CRF's Viterbi path is "
+                        "picked from (changed paths change whole entities); export a CRF model "
+                        "as float32 or float16 TFLite")
+
+
 def check_tflite_dir(output_dir: str, vocab_file: str, quantizations: Sequence[str],
                      kinds: Sequence[str] = KINDS, overwrite: bool = False) -> None:
     """Raises UserError unless export_tflite may write its files into output_dir.
@@ -272,6 +326,7 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
         {file name: {"path", "inputs" ("ids" or "text"), "quantization", "bytes",
         "latency_ms" (median of 10 runs, batch 1, this CPU), "builtin_ops", "custom_ops"}}.
     """
+    check_tflite_model(model, quantizations)
     check_tflite_dir(output_dir, vocab_file, quantizations, kinds, overwrite)
     write_owned_file(output_dir, "vocab.txt", _vocab_bytes(vocab_file), overwrite)
     text_module = _text_module(model, spec, load_vocab(vocab_file))
@@ -280,7 +335,7 @@ def export_tflite(model: Any, spec: ExportSpec, vocab_file: str, output_dir: str
         text_inputs["text_b"] = np.array([sample_text.encode()], dtype=object)
     ids_inputs = {k: v.numpy() for k, v in text_module.packer(
         *[tf.constant(v) for v in text_inputs.values()]).items()}
-    modules = {"ids": _ids_module(model, spec), "text": text_module}
+    modules = {"ids": _ids_module(model, spec, load_vocab(vocab_file)), "text": text_module}
     results = {}
     for kind in kinds:
         for quantization in quantizations:
