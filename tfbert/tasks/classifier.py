@@ -1,17 +1,34 @@
 """Text classification end to end: `run_classifier(ClassifierConfig) -> results`, behind
 run_classifier.py.
 
-Data comes from one of: a built-in task (`sentiment`), a benchmark task read by name from its
-folder (`task_name` with `data_dir`: GLUE's cola/mnli/mrpc, xnli, CLUE's afqmc/tnews/iflytek/
-cmnli/ocnli, `tfbert.data.benchmarks`, layouts in docs/tasks.md), TSV/CSV/JSONL files, or a
-TensorFlow Datasets name. The run fine-tunes a BertClassifier (from a checkpoint or random
-init), keeps the epoch with the best dev `best_metric`, and writes to output_dir:
+Data comes from one of: a built-in task (`sentiment`; multi-label `people_daily_types`), a
+benchmark task read by name from its folder (`task_name` with `data_dir`: GLUE's cola/mnli/mrpc,
+xnli, CLUE's afqmc/tnews/iflytek/cmnli/ocnli, `tfbert.data.benchmarks`, layouts in
+docs/tasks.md), TSV/CSV/JSONL files, or a TensorFlow Datasets name. The run fine-tunes a
+BertClassifier (from a checkpoint or random init), keeps the epoch with the best dev
+`best_metric`, and writes to output_dir:
 
     results.json          {"dev": {"accuracy", "macro_f1", "per_class", ...},
                            "test": {...}, "train": {"history", "best_epoch", ...}, "labels": [...],
-                           "run_id": ...}
+                           "long_input": {"mode", "doc_stride"}, "run_id": ...}; multi-label:
+                           dev/test {"micro_f1", "macro_f1", "exact_match", "per_label", ...},
+                           "thresholds" {label: threshold}; with class_weights
+                           "class_weights" {"source", "weights" or "positive_weights"}; with
+                           windows "data" {split: window counts}
     test_predictions.tsv  index (the row's id where the data has one), text[, text_b], label,
                           predicted, then one probability per class
+    test_predictions.jsonl  (multi-label, instead) one object per test example: index, text
+                          [, text_b], labels (gold set, where known), predicted (the set),
+                          probabilities {label: p}
+
+Long inputs (`long_input`): "truncate" cuts a text to max_seq_length pieces (a pair longest
+segment first); "windows" reads it whole as overlapping windows (`tfbert.data.classification.
+pack_windows`) and a document's logits are the mean of its windows' logits, in training (the
+loss is on the pooled logits: `tfbert.models.classifier.WindowPooledClassifier`), evaluation and
+prediction. Multi-label (`multi_label`): sigmoid outputs, binary cross-entropy, and one threshold
+per label tuned on dev after every epoch (`tfbert.evaluation.classification.tune_thresholds`;
+the best epoch's are kept); the model's metadata holds them, with long_input and doc_stride, so
+an eval-only run and the export decide alike.
   and for a benchmark task (data_dir), google-research/bert's files:
     eval_results.txt      its dev report: `key = value` lines eval_accuracy,
                           eval_loss (mean dev cross-entropy), global_step (optimizer steps of
@@ -19,7 +36,8 @@ init), keeps the epoch with the best dev `best_metric`, and writes to output_dir
     test_results.tsv      its predictions: one row per test example, in
                           order, of tab-separated class probabilities (no header)
     model/                the fine-tuned model (tfbert.save_pretrained; metadata task/labels/
-                          max_seq_length/lower_case/run_id), reloadable with
+                          max_seq_length/lower_case/pair/multi_label/thresholds (multi-label)/
+                          long_input/doc_stride (windows)/run_id), reloadable with
                           tfbert.checkpoints.load_model
     logs/                 TensorBoard
     tfbert_run.json       the manifest naming the run these outputs come from (written last:
@@ -30,6 +48,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -40,15 +59,26 @@ import keras
 import numpy as np
 
 import tfbert
+from tfbert import checkpoints
 from tfbert.data import benchmarks
 from tfbert.data import classification as data
 from tfbert.errors import UserError
-from tfbert.evaluation.classification import classification_metrics
+from tfbert.evaluation.classification import (
+    DEFAULT_THRESHOLD,
+    classification_metrics,
+    multi_label_metrics,
+    tune_thresholds,
+)
+from tfbert.models.classifier import MultiLabelCrossentropy, WindowPooledClassifier
 from tfbert.training import finetune as ft
 from tfbert.training.finetune import TaskConfig
 from tfbert.training.outputs import Staging, save_model
 
 logger = logging.getLogger(__name__)
+
+LONG_INPUT = ("truncate", "windows")
+BEST_METRICS = ("accuracy", "macro_f1")
+MULTI_LABEL_BEST_METRICS = ("micro_f1", "macro_f1", "exact_match")
 
 
 @dataclasses.dataclass
@@ -57,8 +87,9 @@ class ClassifierConfig(TaskConfig):
     fields (checkpoint, batch sizes, epochs, learning rate, do_train/do_eval/do_predict, ...).
 
     Args:
-        task_name: str or None. Built-in task "sentiment", or with data_dir a benchmark task
-            (`tfbert.data.benchmarks.TASKS`: cola, mnli, mrpc, xnli, afqmc, tnews, iflytek,
+        task_name: str or None. Built-in task "sentiment" or "people_daily_types" (multi-label:
+            the entity types a People's Daily sentence mentions), or with data_dir a benchmark
+            task (`tfbert.data.benchmarks.TASKS`: cola, mnli, mrpc, xnli, afqmc, tnews, iflytek,
             cmnli, ocnli); case-insensitive.
         data_dir: str or None. The benchmark task's folder (docs/tasks.md). Without do_train
             the dev split is read only for do_eval; MNLI's dev_mismatched.tsv is scored too
@@ -67,14 +98,25 @@ class ClassifierConfig(TaskConfig):
         predict_batch_size: int or None. Batch for the test predictions (eval_batch_size when
             None).
         train_file, dev_file, test_file: str or None. TSV/CSV/JSONL files (columns text, label,
-            optional text_b); test_file may lack labels (predictions only).
+            optional text_b; multi-label: `labels` instead of label); test_file may lack labels
+            (predictions only).
         tfds_name: str or None. TensorFlow Datasets name, e.g. "glue/mrpc".
         tfds_data_dir: str or None. TFDS data directory.
         tfds_splits: (train, dev, test) TFDS split names.
         head_hidden_layers: int. Dense layers between the pooled output and the logits (0-3).
         head_hidden_size: int. Width of those layers.
         dropout: float. Dropout in the head.
-        best_metric: str. Dev metric that picks the epoch kept: "accuracy" or "macro_f1".
+        best_metric: str or None. Dev metric that picks the epoch kept: "accuracy" (default) or
+            "macro_f1"; multi-label "micro_f1" (default), "macro_f1" or "exact_match".
+        long_input: str or None. "truncate" (the default) or "windows" (module docstring).
+            None: "truncate", or in a run without do_train the saved model's.
+        doc_stride: int or None. Windows: word pieces between window starts, 1 .. T - 3
+            (T = max_seq_length). None: T // 2, or without do_train the saved model's.
+        multi_label: bool. Every example has a set of labels (a `labels` column or list);
+            implied by a multi-label built-in task. Without do_train it must match the model.
+        class_weights: str or None. "balanced" or a file of label weights (a JSON object or
+            `label<TAB>weight` lines): `tfbert.data.classification.class_weights`. A training
+            option: results.json reports it, the model does not keep it.
     """
 
     task_name: str | None = None
@@ -90,7 +132,11 @@ class ClassifierConfig(TaskConfig):
     head_hidden_layers: int = 0
     head_hidden_size: int = 128
     dropout: float = 0.1
-    best_metric: str = "accuracy"
+    best_metric: str | None = None
+    long_input: str | None = None
+    doc_stride: int | None = None
+    multi_label: bool = False
+    class_weights: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -118,9 +164,42 @@ class ClassifierConfig(TaskConfig):
                             f"{sorted(benchmarks.TASKS)}")
         if not 0 <= self.head_hidden_layers <= 3:
             raise UserError(f"head_hidden_layers must be 0-3, got {self.head_hidden_layers}")
-        if self.best_metric not in ("accuracy", "macro_f1"):
-            raise UserError(f"best_metric must be 'accuracy' or 'macro_f1', got "
+        if self.task_name in data.MULTI_LABEL_TASKS:
+            self.multi_label = True
+        elif self.multi_label and (self.task_name or self.tfds_name):
+            raise UserError(f"multi_label: {self.task_name or self.tfds_name} is a single-label "
+                            "task; multi-label data comes from files with a 'labels' column or "
+                            f"the built-in {data.MULTI_LABEL_TASKS}")
+        metrics = MULTI_LABEL_BEST_METRICS if self.multi_label else BEST_METRICS
+        if self.best_metric is None:
+            self.best_metric = metrics[0]
+        if self.best_metric not in metrics:
+            raise UserError(f"best_metric must be one of {metrics} for "
+                            f"{'multi' if self.multi_label else 'single'}-label data, got "
                             f"{self.best_metric!r}")
+        if self.long_input not in (None, *LONG_INPUT):
+            raise UserError(f"long_input must be one of {LONG_INPUT}, got {self.long_input!r}")
+        if self.doc_stride is not None:
+            if self.long_input == "truncate":
+                raise UserError("doc_stride applies to long_input=windows; with truncate there "
+                                "are no windows")
+            check_doc_stride(self.doc_stride, self.max_seq_length)
+        if (self.class_weights and self.class_weights != "balanced"
+                and "://" not in self.class_weights
+                and not os.path.isfile(self.class_weights)):
+            raise UserError(f"class_weights must be 'balanced' or a file of label weights; "
+                            f"{self.class_weights!r} is neither")
+
+
+def check_doc_stride(doc_stride: int, max_seq_length: int) -> None:
+    """UserError unless 1 <= doc_stride < T - 2, the window body of a single text (a pair's
+    body, T - 3 - len(a'), may be shorter: a stride over it steps by the body)."""
+    body = max_seq_length - 2
+    if isinstance(doc_stride, bool) or not isinstance(doc_stride, int) or not \
+            1 <= doc_stride < body:
+        raise UserError(f"doc_stride must be an integer in [1, {body}): below the window body "
+                        f"max_seq_length - 2 = {body} (windows of max_seq_length "
+                        f"{max_seq_length} then overlap), got {doc_stride!r}")
 
 
 def load_data(config: ClassifierConfig) -> tuple[dict[str, list[Any] | None], list[str] | None]:
@@ -150,7 +229,8 @@ def load_data(config: ClassifierConfig) -> tuple[dict[str, list[Any] | None], li
             path = {"train": config.train_file, "dev": config.dev_file,
                     "test": config.test_file}[split]
             examples = (data.read_examples(path, labelled=split != "test",
-                                           encoding=config.input_encoding) if path else None)
+                                           encoding=config.input_encoding,
+                                           multi_label=config.multi_label) if path else None)
             if split == "train" and examples:
                 labels = data.label_list(examples)
         splits[split] = config.limit(examples, split)
@@ -182,6 +262,8 @@ def run_classifier(config: ClassifierConfig) -> dict[str, Any]:
 
 def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
     keras.utils.set_random_seed(config.seed)
+    if not config.do_train:  # before the data is read as single- or multi-label
+        _check_multi_label(config)
     splits, labels = load_data(config)
     train, dev, test = splits["train"], splits["dev"], splits["test"]
     extra = {k: v for k, v in splits.items() if k not in ("train", "dev", "test") and v}
@@ -189,21 +271,25 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
         raise UserError("do_train needs training data (train_file, task_name or tfds_name)")
     if config.do_predict and not test:
         raise UserError("do_predict needs test data (test_file, task_name or tfds_name)")
+    if config.class_weights and not config.do_train:
+        raise UserError("class_weights weighs the training loss: it needs do_train")
     pairs = any(e.text_b is not None for e in (train or dev or test or []))
     if pairs and config.max_seq_length < 5:
         raise UserError(f"max_seq_length {config.max_seq_length} is too short for sentence "
                         "pairs: [CLS] A [SEP] B [SEP] needs at least 5")
 
+    saved: dict[str, Any] = {}
     if config.do_train:
         model, vocab_file, lower_case = ft.build_model(
             tfbert.BertClassifier, config, num_classes=len(labels),
             head_hidden_layers=config.head_hidden_layers,
-            head_hidden_size=config.head_hidden_size, dropout=config.dropout)
+            head_hidden_size=config.head_hidden_size, dropout=config.dropout,
+            multi_label=config.multi_label)
     else:
         model, labels, vocab_file, lower_case = ft.load_finetuned(config, "classification")
+        saved = checkpoints.read_metadata(config.init_checkpoint)
     ft.check_seq_length(config, model)
-    preprocessor = tfbert.BertPreprocessor(vocab_file, config.max_seq_length,
-                                           lower_case=lower_case)
+    multi = config.multi_label
     logger.info("labels: %s", labels)
     if config.data_dir and labels != list(benchmarks.TASKS[config.task_name].labels):
         raise UserError(f"{config.init_checkpoint}: the model's labels {labels} are not "
@@ -211,69 +297,232 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
                         " (in that order)")
     for examples in (dev, test, *extra.values()):  # unknown labels fail here, before training
         if examples and data.is_labelled(examples):
-            data.label_ids(examples, labels)
+            _targets(examples, labels, multi)
+    weights = (data.class_weights(config.class_weights, train, labels, multi)
+               if config.class_weights else None)  # (a bad file fails here too)
+    long_input, doc_stride = _long_input(config, saved)
+    inputs = _Inputs(config, vocab_file, lower_case, long_input, doc_stride, labels)
+    if long_input == "windows":
+        with model.distribute_strategy.scope():  # the strategy the model was built in
+            runner = WindowPooledClassifier(model)  # documents [B, K, T] -> pooled logits
+    else:
+        runner = model
 
     batch = {"test": config.predict_batch_size or config.eval_batch_size}
-    eval_ds = {split: data.make_dataset(examples, preprocessor, None,
-                                        batch.get(split, config.eval_batch_size))
+    eval_ds = {split: inputs.dataset(split, examples, batch.get(split, config.eval_batch_size))
                for split, examples in (("dev", dev), ("test", test), *extra.items())
                if examples}
 
-    def score(examples: list[data.ClassificationExample], probabilities: np.ndarray
-              ) -> dict[str, Any]:
-        ids = data.label_ids(examples, labels)
-        metrics = classification_metrics(ids, probabilities.argmax(-1), labels)
-        metrics["loss"] = cross_entropy(ids, probabilities)
+    def score(examples: list[data.ClassificationExample], logits: np.ndarray,
+              thresholds: np.ndarray | None = None) -> dict[str, Any]:
+        """Single-label: metrics of the argmax. Multi-label: metrics at `thresholds`, tuned on
+        these examples when None."""
+        if not multi:
+            ids = data.label_ids(examples, labels)
+            probabilities = softmax(logits)
+            metrics = classification_metrics(ids, probabilities.argmax(-1), labels)
+            metrics["loss"] = cross_entropy(ids, probabilities)
+            return metrics
+        y = data.label_matrix(examples, labels)
+        probabilities = sigmoid(logits)
+        if thresholds is None:
+            thresholds = tune_thresholds(y, probabilities)
+        metrics = multi_label_metrics(y, probabilities >= thresholds, labels)
+        metrics["loss"] = float(MultiLabelCrossentropy()(y, logits))
+        metrics["thresholds"] = dict(zip(labels, thresholds.tolist(), strict=True))
         return metrics
 
-    results: dict[str, Any] = {"labels": labels, "run_id": run.run_id}
+    results: dict[str, Any] = {"labels": labels, "multi_label": multi,
+                               "long_input": {"mode": long_input,
+                                              **({"doc_stride": doc_stride}
+                                                 if long_input == "windows" else {})},
+                               "run_id": run.run_id}
+    thresholds = _saved_thresholds(saved, labels) if multi and not config.do_train else None
+    if weights is not None:
+        results["class_weights"] = {
+            "source": config.class_weights,
+            "positive_weights" if multi else "weights": dict(zip(labels, weights.tolist(),
+                                                                 strict=True))}
+        logger.info("class weights (%s): %s", config.class_weights, results["class_weights"])
     if config.do_train:
-        train_ds = data.make_dataset(train, preprocessor, labels, config.micro_batch_size,
-                                     shuffle=True, seed=config.seed)
+        targets = _targets(train, labels, multi)
+        loss = (MultiLabelCrossentropy(positive_weights=weights) if multi
+                else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        train_ds = inputs.dataset(
+            "train", train, config.micro_batch_size, labelled=True, shuffle=True,
+            sample_weights=None if multi or weights is None else weights[targets])
         outcome = ft.finetune(
-            model, train_ds,
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            runner, train_ds, loss=loss,
             config=config.finetune_config(config.best_metric, log_dir=run.path("logs")),
-            evaluate_fn=(lambda m: score(dev, predict(m, eval_ds["dev"]))) if dev else None,
+            evaluate_fn=(lambda m: score(dev, predict_logits(m, eval_ds["dev"])))
+            if dev else None,
             steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
         results["train"] = {"num_examples": len(train), "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
+                            "stopped_epoch": outcome.stopped_epoch,
                             "history": outcome.history}
         if outcome.best_metrics:
             results["dev"] = outcome.best_metrics
+        if multi:
+            if dev:
+                thresholds = np.asarray([outcome.best_metrics["thresholds"][n] for n in labels],
+                                        np.float32)
+            else:
+                logger.warning("no dev data to tune the label thresholds on: every label "
+                               "keeps %g", DEFAULT_THRESHOLD)
+                thresholds = np.full(len(labels), DEFAULT_THRESHOLD, np.float32)
         save_model(model, run.path("model"), vocab_file=vocab_file,
                    metadata={"task": "classification", "labels": labels,
                              "max_seq_length": config.max_seq_length,
                              "lower_case": lower_case,
                              "pair": any(e.text_b is not None for e in train),
+                             "multi_label": multi, "long_input": long_input,
+                             **({"doc_stride": doc_stride} if long_input == "windows" else {}),
+                             **({"thresholds": thresholds.tolist()} if multi else {}),
                              "run_id": run.run_id})
+    if multi:
+        results["thresholds"] = dict(zip(labels, thresholds.tolist(), strict=True))
+        results["thresholds_from"] = ("dev" if config.do_train and dev else "default"
+                                      if config.do_train else "model")
+    if inputs.stats:
+        results["data"] = inputs.stats
     if config.do_eval and dev and "dev" not in results:
-        results["dev"] = score(dev, predict(model, eval_ds["dev"]))
+        results["dev"] = score(dev, predict_logits(runner, eval_ds["dev"]), thresholds)
     for split, examples in extra.items():
-        results[split] = score(examples, predict(model, eval_ds[split]))
+        results[split] = score(examples, predict_logits(runner, eval_ds[split]), thresholds)
     if config.data_dir and config.do_eval and "dev" in results:
         write_eval_results(run.path("eval_results.txt"), results["dev"],
                            results.get("train", {}).get("num_train_steps", 0))
     if config.do_predict:
-        probabilities = predict(model, eval_ds["test"])
+        logits = predict_logits(runner, eval_ds["test"])
         if data.is_labelled(test):
-            results["test"] = score(test, probabilities)
+            results["test"] = score(test, logits, thresholds)
         else:
             logger.info("test data has no labels: writing predictions only")
-        write_predictions(run.path("test_predictions.tsv"), test, probabilities, labels)
+        if multi:
+            write_multi_label_predictions(run.path("test_predictions.jsonl"), test,
+                                          sigmoid(logits), thresholds, labels)
+        else:
+            write_predictions(run.path("test_predictions.tsv"), test, softmax(logits), labels)
         if config.data_dir:
-            write_test_results(run.path("test_results.tsv"), probabilities)
+            write_test_results(run.path("test_results.tsv"), softmax(logits))
     for split in ("dev", *extra, "test"):
         if split in results:
-            logger.info("%s: accuracy %.4f, macro-F1 %.4f", split, results[split]["accuracy"],
-                        results[split]["macro_f1"])
+            r = results[split]
+            if multi:
+                logger.info("%s: micro-F1 %.4f, macro-F1 %.4f, exact match %.4f", split,
+                            r["micro_f1"], r["macro_f1"], r["exact_match"])
+            else:
+                logger.info("%s: accuracy %.4f, macro-F1 %.4f", split, r["accuracy"],
+                            r["macro_f1"])
     ft.write_results(run.directory, results)
     return results
 
 
+def _check_multi_label(config: ClassifierConfig) -> None:
+    """UserError when a run without do_train reads its data as multi-label and the model is
+    single-label, or the other way round (tfbert.json's model_config says which)."""
+    path = config.init_checkpoint
+    if not path or not os.path.isfile(os.path.join(path, "tfbert.json")):
+        return  # (load_finetuned says what is wrong with it)
+    multi = bool(checkpoints.read_metadata(path).get("model_config", {}).get("multi_label"))
+    if multi != config.multi_label:
+        raise UserError(f"{path}: the model is {'multi' if multi else 'single'}-label; "
+                        f"{'pass' if multi else 'leave out'} multi_label")
+
+
+def _targets(examples: Sequence[data.ClassificationExample], labels: Sequence[str],
+             multi_label: bool) -> np.ndarray:
+    """Class ids [N], or multi-hot label sets [N, C]."""
+    return (data.label_matrix(examples, labels) if multi_label
+            else data.label_ids(examples, labels))
+
+
+def _long_input(config: ClassifierConfig, saved: dict[str, Any]) -> tuple[str, int]:
+    """(long_input, doc_stride) of the run: the config's, else the saved model's (a run without
+    do_train), else truncate and max_seq_length // 2."""
+    long_input = config.long_input or saved.get("long_input", "truncate")
+    if config.doc_stride is not None:
+        doc_stride = config.doc_stride
+    elif config.long_input is None and "doc_stride" in saved:
+        doc_stride = int(saved["doc_stride"])
+    else:
+        doc_stride = config.max_seq_length // 2
+    if long_input not in LONG_INPUT:
+        raise UserError(f"{config.init_checkpoint}: tfbert.json's long_input {long_input!r} is "
+                        f"not one of {LONG_INPUT}")
+    if long_input == "windows":
+        check_doc_stride(doc_stride, config.max_seq_length)
+    return long_input, doc_stride
+
+
+def _saved_thresholds(saved: dict[str, Any], labels: Sequence[str]) -> np.ndarray:
+    """The label thresholds in a multi-label model's metadata (DEFAULT_THRESHOLD without)."""
+    if "thresholds" not in saved:
+        logger.warning("the model's tfbert.json holds no label thresholds: every label gets %g",
+                       DEFAULT_THRESHOLD)
+        return np.full(len(labels), DEFAULT_THRESHOLD, np.float32)
+    thresholds = np.asarray(saved["thresholds"], np.float32)
+    if thresholds.shape != (len(labels),):
+        raise UserError(f"tfbert.json holds {thresholds.size} thresholds for {len(labels)} "
+                        "labels")
+    return thresholds
+
+
+class _Inputs:
+    """The model inputs of a run's examples: packed and cut (truncate), or whole, as windows
+    batched by document (windows; their counts go to `stats`)."""
+
+    def __init__(self, config: ClassifierConfig, vocab_file: str, lower_case: bool,
+                 long_input: str, doc_stride: int, labels: Sequence[str]) -> None:
+        self.config, self.doc_stride, self.labels = config, doc_stride, labels
+        self.windows = long_input == "windows"
+        self.stats: dict[str, dict[str, int]] = {}
+        if self.windows:
+            self.tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
+        else:
+            self.preprocessor = tfbert.BertPreprocessor(vocab_file, config.max_seq_length,
+                                                        lower_case=lower_case)
+
+    def dataset(self, split: str, examples: Sequence[data.ClassificationExample],
+                batch_size: int, labelled: bool = False, shuffle: bool = False,
+                sample_weights: np.ndarray | None = None) -> Any:
+        """Batches of inputs, or (inputs, targets[, weights]) when `labelled`."""
+        seed, multi = self.config.seed, self.config.multi_label
+        if not self.windows:
+            return data.make_dataset(examples, self.preprocessor,
+                                     self.labels if labelled else None, batch_size,
+                                     shuffle=shuffle, seed=seed, multi_label=multi,
+                                     sample_weights=sample_weights)
+        features = data.encode_windows(examples, self.tokenizer, self.config.max_seq_length,
+                                       self.doc_stride)
+        self.stats[split] = features.stats
+        logger.info("%s: %d documents in %d windows (%d over one window, at most %d)", split,
+                    *features.stats.values())
+        targets = _targets(examples, self.labels, multi) if labelled else None
+        return data.make_window_dataset(features, targets, batch_size, shuffle=shuffle,
+                                        seed=seed, sample_weights=sample_weights)
+
+
 def predict(model: Any, ds: Any) -> np.ndarray:
     """Class probabilities [N, C] (softmax of the classifier's logits) over a dataset of inputs."""
-    return np.asarray(keras.ops.softmax(model.predict(ds, verbose=0), axis=-1))
+    return softmax(predict_logits(model, ds))
+
+
+def predict_logits(model: Any, ds: Any) -> np.ndarray:
+    """Logits [N, C] float32 over a dataset of inputs (a document's pooled logits for a
+    WindowPooledClassifier on `make_window_dataset` batches)."""
+    return np.asarray(model.predict(ds, verbose=0), np.float32)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Class probabilities [N, C] of logits [N, C] (Keras's softmax)."""
+    return np.asarray(keras.ops.softmax(logits, axis=-1))
+
+
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    """Per-label probabilities [N, C] of multi-label logits [N, C] (Keras's sigmoid)."""
+    return np.asarray(keras.ops.sigmoid(logits))
 
 
 def cross_entropy(label_ids: np.ndarray, probabilities: np.ndarray) -> float:
@@ -312,4 +561,25 @@ def write_predictions(path: str, examples: Sequence[data.ClassificationExample],
             writer.writerow([i if e.id is None else e.id, e.text,
                              *([e.text_b] if pairs else []), e.label or "",
                              labels[int(p.argmax())], *(f"{x:.6f}" for x in p)])
+    logger.info("wrote %s", path)
+
+
+def write_multi_label_predictions(path: str, examples: Sequence[data.ClassificationExample],
+                                  probabilities: np.ndarray, thresholds: np.ndarray,
+                                  labels: Sequence[str]) -> None:
+    """JSONL, one object per example: index (the row's id where it has one), text[, text_b],
+    labels (the gold set, where the data has it), predicted (the labels whose probability
+    >= their threshold) and probabilities {label: p}."""
+    with open(path, "w", encoding="utf-8") as f:
+        for i, (e, p) in enumerate(zip(examples, probabilities, strict=True)):
+            row: dict[str, Any] = {"index": i if e.id is None else e.id, "text": e.text}
+            if e.text_b is not None:
+                row["text_b"] = e.text_b
+            if e.labels is not None:
+                row["labels"] = list(e.labels)
+            row["predicted"] = [name for name, x, t in zip(labels, p, thresholds, strict=True)
+                                if x >= t]
+            row["probabilities"] = {name: round(float(x), 6)
+                                    for name, x in zip(labels, p, strict=True)}
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
     logger.info("wrote %s", path)

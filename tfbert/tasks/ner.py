@@ -178,6 +178,7 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
                             "num_windows": len(features["train"].input_ids),
                             "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
+                            "stopped_epoch": outcome.stopped_epoch,
                             "history": outcome.history}
         if outcome.best_metrics:
             results["dev"] = outcome.best_metrics

@@ -514,6 +514,7 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
                             "num_features": len(features["train"]),
                             "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
+                            "stopped_epoch": outcome.stopped_epoch,
                             "history": outcome.history}
     for split in scored:
         decoded[split] = decode(split)

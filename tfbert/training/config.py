@@ -3,8 +3,8 @@
 `RunConfig` holds them; `PretrainConfig` (tfbert.training.pretrain) and `TaskConfig`
 (tfbert.training.finetune) extend it, and override a default only where pretraining and
 fine-tuning really differ (each override says why). Every field carries its help text, and
-tfbert/cli/common_flags.py defines the command-line flags from the fields, so a field, its flag and its
-help are one definition. Names are google-research/bert's flag names where it has one.
+tfbert/cli/common_flags.py defines the command-line flags from the fields, so a field, its flag
+and its help are one definition. Names are google-research/bert's flag names where it has one.
 
 Example:
 >>> config = RunConfig(output_dir="out", learning_rate=1e-4)
