@@ -14,6 +14,7 @@ import pytest
 
 from tfbert.data import classification as data
 from tfbert.data import corpora
+from tfbert.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = [("这本书很好", "positive", "值得一读"), ("太差了", "negative", "不推荐")]
@@ -84,8 +85,9 @@ def test_unlabelled_test_file_and_unknown_dev_label(tmp_path):
     assert [e.label for e in test] == [None, None]
     assert not data.is_labelled(test)
     dev = data.read_examples(write(tmp_path, "dev.tsv", "text\tlabel\n好\tpositive\n差\tbad\n"))
-    with pytest.raises(ValueError, match=r"dev.tsv:3: label 'bad' is not one of the training "
-                                         r"labels \['negative', 'positive'\]"):
+    # A UserError: the command line prints it as one line and exits with 2.
+    with pytest.raises(UserError, match=r"dev.tsv:3: label 'bad' is not one of the training "
+                                        r"labels \['negative', 'positive'\]"):
         data.label_ids(dev, ["negative", "positive"])
 
 

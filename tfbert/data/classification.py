@@ -360,15 +360,15 @@ def tfds_examples(name: str, split: str, data_dir: str | None = None,
         pair = next(((a, b) for a, b in _TFDS_TEXT_KEYS
                      if a in features and (b is None or b in features)), None)
         if pair is None:
-            raise ValueError(f"tfds {name}: cannot tell the text feature among "
+            raise UserError(f"tfds {name}: cannot tell the text feature among "
                              f"{sorted(features.keys())}; pass text_key (and text_b_key)")
         text_key, text_b_key = pair
     for key in (text_key, text_b_key, label_key):
         if key is not None and key not in features:
-            raise ValueError(f"tfds {name}: no feature {key!r} (has {sorted(features.keys())})")
+            raise UserError(f"tfds {name}: no feature {key!r} (has {sorted(features.keys())})")
     label_feature = features[label_key]
     if not hasattr(label_feature, "names"):
-        raise ValueError(f"tfds {name}: feature {label_key!r} is not a ClassLabel")
+        raise UserError(f"tfds {name}: feature {label_key!r} is not a ClassLabel")
     names = [str(n) for n in label_feature.names]
     examples = []
     for i, row in enumerate(tfds.as_numpy(ds)):
@@ -379,7 +379,7 @@ def tfds_examples(name: str, split: str, data_dir: str | None = None,
             text_b=_decode(row[text_b_key]) if text_b_key else None,
             source=f"tfds:{name}/{split}#{i}"))
     if not examples:
-        raise ValueError(f"tfds {name}: split {split!r} is empty")
+        raise UserError(f"tfds {name}: split {split!r} is empty")
     return examples, names
 
 
@@ -396,7 +396,7 @@ def label_list(examples: Sequence[ClassificationExample]) -> list[str]:
     labels = {e.label for e in examples if e.label is not None}
     labels |= {name for e in examples for name in e.labels or ()}
     if not labels:
-        raise ValueError("no labelled examples to take the label set from")
+        raise UserError("no labelled examples to take the label set from")
     numeric = all(x.lstrip("-").isdigit() for x in labels)
     return sorted(labels, key=lambda x: (int(x) if numeric else 0, x))
 
@@ -407,9 +407,9 @@ def label_ids(examples: Sequence[ClassificationExample], labels: Sequence[str]) 
     ids = []
     for e in examples:
         if e.label is None:
-            raise ValueError(f"{e.source}: example has no label")
+            raise UserError(f"{e.source}: example has no label")
         if e.label not in index:
-            raise ValueError(f"{e.source}: label {e.label!r} is not one of the training labels "
+            raise UserError(f"{e.source}: label {e.label!r} is not one of the training labels "
                              f"{list(labels)}")
         ids.append(index[e.label])
     return np.asarray(ids, np.int32)
@@ -444,7 +444,7 @@ def is_labelled(examples: Sequence[ClassificationExample]) -> bool:
     error."""
     unlabelled = [e for e in examples if e.label is None and e.labels is None]
     if unlabelled and len(unlabelled) != len(examples):
-        raise ValueError(f"{unlabelled[0].source}: example has no label, but "
+        raise UserError(f"{unlabelled[0].source}: example has no label, but "
                          f"{len(examples) - len(unlabelled)} others in the same data do")
     return not unlabelled
 
@@ -551,7 +551,7 @@ def _check_pairs(examples: Sequence[ClassificationExample]) -> bool:
     pairs = [e.text_b is not None for e in examples]
     if any(pairs) and not all(pairs):
         odd = examples[pairs.index(not pairs[0])]
-        raise ValueError(f"{odd.source}: mixes single texts and sentence pairs "
+        raise UserError(f"{odd.source}: mixes single texts and sentence pairs "
                          f"(first example {examples[0].source} is "
                          f"{'a pair' if pairs[0] else 'a single text'})")
     return pairs[0]
