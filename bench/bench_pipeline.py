@@ -10,6 +10,14 @@ Records come from the built-in Chinese corpus (a character vocab built from it),
   batch 32) that consumes the batches; the pipeline must be at least 10x faster.
 
     python -m bench.bench_pipeline [--quick]
+
+`--per_core` measures instead what one CPU core sustains: `pretraining_stream` (the training
+stream: positioned read, tokenize, pack, mask), in examples per second of the process's CPU
+time over all its threads (so other load on the host does not change it), at BERT's two
+lengths: seq 128 with 20 predictions and seq 512 with 76 (model size plays no part: the
+pipeline sees only text and token ids).
+
+    nice -n 10 python -m bench.bench_pipeline --per_core [--quick]
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ def build_char_vocab(documents: list[list[str]], path: str, size: int) -> str:
     return path
 
 
-def make_records(workdir: str, num_documents: int) -> tuple[str, str, int]:
+def make_records(workdir: str, num_documents: int, seq: int = SEQ) -> tuple[str, str, int]:
     """(file pattern, vocab file, records) for a sample of the built-in corpus."""
     from tfbert.data import corpora, instances
 
@@ -54,7 +62,7 @@ def make_records(workdir: str, num_documents: int) -> tuple[str, str, int]:
         f.write("\n\n".join("\n".join(doc) for doc in documents) + "\n")
     out = os.path.join(workdir, "pretrain.tfrecord")
     stats, _ = instances.create_pretraining_data(
-        out, vocab, [text], instances.InstanceOptions(max_seq_length=SEQ, dupe_factor=1),
+        out, vocab, [text], instances.InstanceOptions(max_seq_length=seq, dupe_factor=1),
         seed=0, num_shards=4, whole_word_mask=True, progress=False)
     return f"{out}-*", vocab, stats.instances
 
@@ -176,7 +184,45 @@ def run(quick: bool = False) -> dict:
             "rows": rows, "ratios": ratios}
 
 
+def per_core(quick: bool = False) -> dict:
+    """Examples per CPU-second of `pretraining_stream` on one tf.data thread, seq 128 and 512."""
+    import platform
+
+    from tfbert.data import records
+    from tfbert.data.pretraining import InputMeter, pretraining_stream
+
+    rows = []
+    for seq, predictions in ((128, 20), (512, 76)):
+        with tempfile.TemporaryDirectory() as workdir:
+            pattern, vocab, _ = make_records(workdir, 1000 if quick else 3000, seq)
+            files = records.expand_file_pattern(pattern)
+            counts = [r.records for r in records.scan_records(files)]
+            for wwm in (False, True):
+                meter = InputMeter()  # examples made, prefetched ones included
+                ds = pretraining_stream(files, counts, vocab, seq, predictions, 256, seed=0,
+                                        whole_word_mask=wwm, meter=meter)
+                iterator = iter(ds)
+                for _ in range(2):  # warm-up: tracing, tables, the prefetch buffer filling
+                    next(iterator)
+                batches = 10 if quick else 20
+                made, cpu, wall = meter.examples, time.process_time(), time.perf_counter()
+                for _ in range(batches):
+                    next(iterator)
+                made = meter.examples - made
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                rows.append({"seq": seq, "predictions": predictions, "whole_word_mask": wwm,
+                             "examples_per_cpu_second": made / cpu,
+                             "examples_per_wall_second": made / wall,
+                             "records": sum(counts)})
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                  if line.startswith("model name")), platform.processor())
+    return {"cpu": model, "load_average": os.getloadavg(), "rows": rows}
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    print(json.dumps(run(parser.parse_args().quick), indent=2))
+    parser.add_argument("--per_core", action="store_true",
+                        help="examples per CPU-second of the training stream, seq 128 and 512")
+    args = parser.parse_args()
+    print(json.dumps(per_core(args.quick) if args.per_core else run(args.quick), indent=2))

@@ -306,6 +306,8 @@ def _tiny_run(output_dir, config_file, vocab_file, **overrides):
     return qa_task.SquadConfig(**values)
 
 
+@pytest.mark.slow  # 16 s alone, up to 2 minutes late in the full suite; the fast end-to-end
+# library run is tests/test_google_squad.py::test_run_squad_google_style_library
 def test_run_squad_builtin_end_to_end_and_reload(tmp_path, tiny_bert_config, chinese_vocab_file):
     out = tmp_path / "qa"
     results = qa_task.run_squad(_tiny_run(out, tiny_bert_config, chinese_vocab_file))

@@ -30,11 +30,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 _SPECIAL = re.compile(r"^\[[^\[\]\s]+\]$")
+
+
+class BatchRows(NamedTuple):
+    """A seed for some rows of a larger batch: a batch masked with it gets exactly the masks
+    those rows get when the whole batch is masked with `seed` (how each tf.distribute worker
+    masks its share of a global batch, whatever the number of workers).
+
+    Attributes:
+        seed: int [2]. The whole batch's stateless seed.
+        rows: int32 [B]. Which of its rows this batch holds, in order.
+        total: int. Rows of the whole batch.
+    """
+
+    seed: tf.Tensor
+    rows: tf.Tensor
+    total: int
 
 
 def special_token_flags(vocab: Sequence[str]) -> np.ndarray:
@@ -127,7 +144,8 @@ class DynamicMasker:
 
         Args:
             input_ids: int32 [B, T]. Packed ids ([CLS] A [SEP] B [SEP] [PAD]...).
-            seed: int [2]. Stateless seed; the same ids and seed give the same masks.
+            seed: int [2], or BatchRows. Stateless seed; the same ids and seed give the same
+                masks (for BatchRows: those of its rows in the whole batch).
             word_start: bool [B, T] | None. True where a token starts a new word (whole-word
                 masking); None masks single tokens.
 
@@ -139,6 +157,14 @@ class DynamicMasker:
         input_ids = tf.convert_to_tensor(input_ids, tf.int32)
         batch, length = tf.shape(input_ids)[0], tf.shape(input_ids)[1]
         p = self.max_predictions_per_seq
+        rows, total = None, batch
+        if isinstance(seed, BatchRows):
+            seed, rows, total = seed
+
+        def uniform(shape, key, **kwargs):  # [B, ...]: drawn for the whole batch, then its rows
+            values = tf.random.stateless_uniform([total, *shape], key, **kwargs)
+            return values if rows is None else tf.gather(values, rows)
+
         seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 5)  # [5, 2]
         positions = tf.range(length)[None, :]  # [1, T]
 
@@ -164,13 +190,13 @@ class DynamicMasker:
 
         # Budget: masked_lm_prob of the eligible tokens, stochastically rounded, in [1, P].
         num_eligible = tf.reduce_sum(tf.cast(eligible, tf.float32), axis=1)  # [B]
-        jitter = tf.random.stateless_uniform([batch], seeds[0])
+        jitter = uniform([], seeds[0])
         budget = tf.floor(num_eligible * self.masked_lm_prob + jitter)
         budget = tf.clip_by_value(budget, 1.0, float(p))
         budget = tf.cast(tf.where(num_eligible > 0, budget, 0.0), tf.int32)  # [B]
 
         # Visit groups in random order; take each whole while it fits (reference rule).
-        priority = tf.random.stateless_uniform([batch, length], seeds[1])
+        priority = uniform([length], seeds[1])
         order = tf.argsort(tf.where(start, priority, 2.0), axis=1, stable=True)  # [B, T]
         sorted_size = tf.gather(size_at, order, batch_dims=1)  # [B, T]; 0 after the groups
         sorted_start = tf.gather(start, order, batch_dims=1)
@@ -204,9 +230,9 @@ class DynamicMasker:
         chosen = tf.logical_and(eligible, tf.gather(taken_group, segment) > 0)  # [B, T]
 
         # Replacement: 80% [MASK], 10% random non-special token, 10% unchanged.
-        draw = tf.random.stateless_uniform([batch, length], seeds[2])
-        pick = tf.random.stateless_uniform([batch, length], seeds[3], minval=0,
-                                           maxval=tf.size(self.random_ids), dtype=tf.int32)
+        draw = uniform([length], seeds[2])
+        pick = uniform([length], seeds[3], minval=0, maxval=tf.size(self.random_ids),
+                       dtype=tf.int32)
         random_ids = tf.gather(self.random_ids, pick)
         replaced = tf.where(draw < self.mask_token_rate, self.mask_id,
                             tf.where(draw < self.mask_token_rate + self.random_token_rate,

@@ -17,15 +17,22 @@ model's weights, the optimizer (moments, update count, hence the learning-rate s
 position; accumulators; the float16 loss scale), the dropout random-generator states and the
 global step. Rerunning the same command restores the latest one and continues from its step;
 a larger `num_train_steps` continues training (the schedule is recomputed for the new total).
-The data position is restored by replay, not by saving the iterator: the pipeline is
-deterministic for a seed (`tfbert.data.pretraining_dataset`: seeded file order, shuffle and
-stateless masks), so the run rebuilds it and skips the `step * k` batches already consumed.
-That replays the input pipeline (tokenizing and masking, no model work) for the skipped
-batches; it makes the resumed run see exactly the batches an uninterrupted run sees, so the
-final weights match it to float tolerance. Keras's `fit` owns its iterator, so a checkpointed
-tf.data iterator (which would skip instantly) cannot be handed to it.
+The data position is not saved: it is a pure function of (seed, step)
+(`tfbert.data.pretraining.pretraining_stream`: a stateless file order and record permutation
+per epoch, masks keyed by the seed and the global step), so the resumed run starts reading at
+the records of its first step without touching the ones before, and sees exactly the batches
+an uninterrupted run sees (the final weights match it). Starting at step 500,000 costs what
+starting at step 0 does.
 
-Replay holds only for the same data settings, so a resume compares them with
+Workers. Each multi-worker worker parses, tokenizes and masks only its rows of each global
+batch (1/W of the input work, `pretraining.worker_rows`), through
+`strategy.distribute_datasets_from_function`; the global batches do not depend on the number
+of workers, so a resume may use another number of workers (the examples of every step stay the
+same; they are re-sharded by their index in the global batch). With `data_service` the
+tokenize/pack/mask work runs on a tf.data service cluster instead (`tfbert.training.
+data_service`).
+
+The stream holds only for the same data settings, so a resume compares them with
 `pretrain_config.json` and refuses a change, listing each setting with its old and new value;
 `allow_changed_settings` continues anyway and records the change (`tfbert.training.resume`).
 
@@ -53,12 +60,18 @@ import tensorflow as tf
 
 from tfbert.config import BertConfig
 from tfbert.data import records
-from tfbert.data.pretraining import pretraining_dataset
+from tfbert.data.pretraining import (
+    CYCLE_LENGTH,
+    SHUFFLE_WINDOW,
+    InputMeter,
+    pretraining_dataset,
+    pretraining_stream,
+)
 from tfbert.errors import UserError
 from tfbert.models.pretrainer import BertPretrainer
 from tfbert.text.vocab import load_vocab
 from tfbert.training import callbacks as cb
-from tfbert.training import rundir, runtime
+from tfbert.training import data_service, rundir, runtime
 from tfbert.training.builtin_data import default_data
 from tfbert.training.config import RunConfig, field
 from tfbert.training.distribute import get_strategy, is_chief, num_workers, worker_index
@@ -163,9 +176,14 @@ class PretrainConfig(RunConfig):
         "is checked before the model is built; what is skipped goes to the log and "
         "pretrain_results.json) instead of refusing to start.")
     allow_changed_settings: bool = field(
-        False, "Resume although a data setting the exact replay depends on (input files, "
+        False, "Resume although a data setting the input stream depends on (input files, "
         "vocab, max_seq_length, masking, seed, batch size) differs from the checkpointed run's; "
         "the change is recorded in pretrain_config.json.")
+    # --- input at scale ---
+    data_service: str | None = field(
+        None, "A tf.data service dispatcher (grpc://host:port) that runs the tokenize/pack/mask "
+        "pipeline on its workers (python -m tfbert.training.data_service); every step's batch "
+        "is the local pipeline's, the order of its chunks of steps the service's.")
 
     def validate(self) -> None:
         """Raises UserError (a ValueError) naming the first field that makes no sense."""
@@ -186,6 +204,9 @@ class PretrainConfig(RunConfig):
         if self.max_predictions_per_seq > self.max_seq_length:
             raise UserError(f"max_predictions_per_seq {self.max_predictions_per_seq} is larger "
                             f"than max_seq_length {self.max_seq_length}")
+        if self.data_service is not None and not self.data_service.startswith("grpc://"):
+            raise UserError(f"data_service must be a dispatcher address grpc://HOST:PORT, got "
+                            f"{self.data_service!r}")
         if self.position_embedding_init not in POSITION_INITS:
             raise UserError(f"position_embedding_init must be one of {POSITION_INITS}, got "
                             f"{self.position_embedding_init!r}")
@@ -287,14 +308,17 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
                   else known.lower_case if known else None)
     check_resume(output_dir, config,  # early: before the shards are read
                  run_settings(config, train_paths, vocab_file, lower_case, known), latest)
-    _, damaged = _scan(train_paths, train_files, "input_file", config, vocab_size)
+    train_reports = _scan(train_paths, train_files, "input_file", config, vocab_size)
+    record_counts = [r.records for r in train_reports]
+    damaged = [r for r in train_reports if r.problem]
     eval_batches = 0
     if eval_paths:
-        found, eval_damaged = _scan(eval_paths, eval_files, "eval_input_file", config,
-                                    vocab_size, minimum=config.eval_batch_size)
+        eval_reports = _scan(eval_paths, eval_files, "eval_input_file", config, vocab_size,
+                             minimum=config.eval_batch_size)
+        found = sum(r.records for r in eval_reports)
         eval_batches = min(found, config.max_eval_steps * config.eval_batch_size) \
             // config.eval_batch_size
-        damaged += eval_damaged
+        damaged += [r for r in eval_reports if r.problem]
     readable = {r.path: r.bytes_read for r in damaged}
 
     # --- model, optimizer, checkpoint ---
@@ -341,9 +365,17 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
     make_eval = lambda: eval_dataset(config, eval_paths, vocab_file, lower_case, multi_worker,
                                      eval_batches, readable)
     remaining = config.num_train_steps - start_step
+    workers, worker = num_workers(strategy), worker_index(strategy)
+    meter = InputMeter()
+    make_train = lambda step, context=None: train_dataset(  # noqa: E731
+        config, train_paths, record_counts, vocab_file, lower_case, step, workers, worker,
+        context, meter)
     if remaining > 0:
-        train_ds = train_dataset(config, train_paths, vocab_file, lower_case, multi_worker,
-                                 skip_steps=start_step, readable_bytes=readable)
+        if multi_worker:  # each worker builds its own share (1/W of the input work)
+            train_ds = strategy.distribute_datasets_from_function(
+                lambda context: make_train(start_step, context))
+        else:
+            train_ds = make_train(start_step)
         loops = math.ceil(remaining / config.steps_per_loop)
         logger.info("pretraining steps %d..%d: %d loop(s) of %d steps, global batch %d over %d "
                     "replica(s), %d micro-batch(es) per step", start_step, config.num_train_steps,
@@ -374,6 +406,7 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
         if len(eval_scores) < len(METRICS):
             eval_scores = model.evaluate(make_eval(), return_dict=True, verbose=0)
     results = pretrain_results(train_logs, eval_scores, progress)
+    results.update(_input_report(strategy, config, progress, meter))
     if config.skip_corrupt:
         results["skipped_corrupt"] = [r.summary() for r in damaged]
         for r in damaged:
@@ -428,10 +461,10 @@ def model_positions(config: PretrainConfig) -> tuple[int | None, str]:
 
 
 def _scan(paths: list[str], files: str, what: str, config: PretrainConfig, vocab_size: int,
-          minimum: int = 1) -> tuple[int, list[Any]]:
+          minimum: int = 1) -> list[records.ShardReport]:
     """Checks every record of the files (`records.scan_records`: integrity, one known record
-    format, google-format shapes against the config); returns the number of readable records
-    and the reports of damaged files. Raises UserError when there are under `minimum`
+    format, google-format shapes against the config); returns a report per file (its readable
+    records, its problem if damaged). Raises UserError when there are under `minimum`
     records."""
     started = time.perf_counter()
     reports = records.scan_records(
@@ -445,7 +478,7 @@ def _scan(paths: list[str], files: str, what: str, config: PretrainConfig, vocab
     if found < minimum:
         raise UserError(f"{what} {files!r} holds {found} records ({len(paths)} files); "
                         f"at least {minimum} needed")
-    return found, [r for r in reports if r.problem]
+    return reports
 
 
 def sinusoidal_positions(rows: int, width: int, stddev: float) -> Any:
@@ -493,36 +526,99 @@ def _pipeline_args(config: PretrainConfig, vocab_file: str, lower_case: bool,
 
 def _distribute_options(multi_worker: bool) -> tf.data.Options:
     options = tf.data.Options()
-    # Multi-worker: every worker replays the same global stream and keeps its share of each
-    # batch, so a step's data does not depend on the worker count and resume-by-replay is exact.
-    # One worker has nothing to shard (its replicas split each batch).
+    # The eval set under multi-worker: every worker reads the (small, cached) set and keeps its
+    # share of each batch. One worker has nothing to shard (its replicas split each batch).
     options.experimental_distribute.auto_shard_policy = (
         tf.data.experimental.AutoShardPolicy.DATA if multi_worker
         else tf.data.experimental.AutoShardPolicy.OFF)
     return options
 
 
-def train_dataset(config: PretrainConfig, files: str | Sequence[str], vocab_file: str,
-                  lower_case: bool, multi_worker: bool = False, skip_steps: int = 0,
-                  readable_bytes: dict[str, int] | None = None) -> tf.data.Dataset:
-    """The training batches for Keras, positioned after `skip_steps` optimizer steps.
+# tf.data service: steps per chunk handed to a service worker (DYNAMIC sharding).
+SERVICE_CHUNK_STEPS = 64
 
-    The pipeline always batches `train_batch_size` examples (so the examples and masks of a step
-    do not depend on accumulation or replicas), then splits each batch into the k accumulation
-    micro-batches; Keras splits those over the replicas. With skip_corrupt a damaged shard's
-    unreadable rest is dropped where each file is read, before the shuffle, so the stream stays
-    a function of the files and the seed and a resume replays it exactly. `readable_bytes`
-    (damaged file -> bytes `scan_records` read) lets the pipeline's own end-of-file check expect
-    that loss.
+
+def train_dataset(config: PretrainConfig, files: Sequence[str], record_counts: Sequence[int],
+                  vocab_file: str, lower_case: bool, start_step: int = 0, workers: int = 1,
+                  worker: int = 0, input_context: tf.distribute.InputContext | None = None,
+                  meter: InputMeter | None = None) -> tf.data.Dataset:
+    """One worker's training micro-batches from global step `start_step` on
+    (`tfbert.data.pretraining.pretraining_stream`): its rows of each global batch of
+    `train_batch_size`, in `gradient_accumulation_steps` micro-batches per step.
+
+    Under `distribute_datasets_from_function`, `input_context` gives the worker and the
+    replicas: the micro-batches are then split into per-replica batches. With
+    `config.data_service` the stream is read from that tf.data service
+    (`tfbert.training.data_service`).
+
+    Args:
+        config: PretrainConfig.
+        files: list of str. The training TFRecords.
+        record_counts: list of int. Readable records of each (`records.scan_records`).
+        vocab_file: str. WordPiece vocab.
+        lower_case: bool. As for `BertTokenizer`.
+        start_step: int. The first global step (a resume's checkpointed step).
+        workers: int. Input pipelines (multi-worker workers).
+        worker: int. This one's index.
+        input_context: tf.distribute.InputContext or None. Overrides workers and worker.
+        meter: InputMeter or None. Counts this worker's input work (local pipelines).
+
+    Returns:
+        tf.data.Dataset of feature dicts, endless (with data_service: up to num_train_steps).
     """
+    if input_context is not None:
+        workers, worker = input_context.num_input_pipelines, input_context.input_pipeline_id
     k = config.gradient_accumulation_steps
-    ds = pretraining_dataset(files, batch_size=config.train_batch_size, seed=config.seed,
-                             **_pipeline_args(config, vocab_file, lower_case, readable_bytes))
-    if k > 1:
-        ds = ds.unbatch().batch(config.train_batch_size // k, drop_remainder=True)
-    if skip_steps:
-        ds = ds.skip(skip_steps * k)
-    return ds.with_options(_distribute_options(multi_worker))
+    stream = dict(files=files, record_counts=record_counts, vocab_file=vocab_file,
+                  max_seq_length=config.max_seq_length,
+                  max_predictions_per_seq=config.max_predictions_per_seq,
+                  batch_size=config.train_batch_size, seed=config.seed,
+                  masked_lm_prob=config.masked_lm_prob, whole_word_mask=config.whole_word_mask,
+                  lower_case=lower_case, static_masking=config.static_masking,
+                  start_step=start_step, micro_batches=k, num_workers=workers,
+                  worker_index=worker, cycle_length=CYCLE_LENGTH,
+                  shuffle_window=SHUFFLE_WINDOW)
+    if config.data_service:
+        ds = data_service.read(
+            pretraining_stream(**stream, chunk_steps=SERVICE_CHUNK_STEPS,
+                               end_step=config.num_train_steps),
+            config.data_service, data_service.job_name(config, start_step, worker))
+        ds = data_service.without_step(ds)
+        if k > 1:
+            ds = ds.rebatch(config.train_batch_size // (k * workers), drop_remainder=True)
+    else:
+        ds = pretraining_stream(**stream, meter=meter)
+    if input_context is not None:
+        per_replica = input_context.get_per_replica_batch_size(config.train_batch_size // k)
+        if per_replica != config.train_batch_size // (k * workers):
+            ds = ds.rebatch(per_replica, drop_remainder=True)
+    return ds
+
+
+def _input_report(strategy: tf.distribute.Strategy, config: PretrainConfig,
+                  progress: cb.TrainingProgress, meter: InputMeter) -> dict[str, Any]:
+    """The input work of each worker next to the step rate: `workerI_input_examples`, the
+    examples its pipeline made (prefetched ones included), and
+    `workerI_input_examples_per_core_second`, their rate per busy CPU-second of its parse/
+    tokenize/pack/mask stage (None with a data service, whose workers do that work)."""
+    mine = [float(meter.examples), meter.examples_per_core_second or float("nan")]
+    if num_workers(strategy) > 1:  # every worker's numbers, gathered to each
+        local = strategy.extended.worker_devices
+        gathered = strategy.gather(strategy.run(lambda: tf.constant([mine], tf.float32)),
+                                   axis=0).numpy()
+        per_worker = gathered[::len(local)].tolist()
+    else:
+        per_worker = [mine]
+    speed = progress.examples_per_second
+    report: dict[str, Any] = {
+        "steps_per_second": speed / config.train_batch_size if math.isfinite(speed) else None,
+        "input_workers": len(per_worker)}
+    for i, (examples, rate) in enumerate(per_worker):  # flat keys: one number per key
+        local = not config.data_service
+        report[f"worker{i}_input_examples"] = int(examples) if local else None
+        report[f"worker{i}_input_examples_per_core_second"] = (
+            rate if local and math.isfinite(rate) else None)
+    return report
 
 
 def eval_dataset(config: PretrainConfig, files: str | Sequence[str], vocab_file: str,

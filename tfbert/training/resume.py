@@ -1,11 +1,13 @@
-"""What a pretraining resume must keep: the settings its exact data replay and its checkpoint
+"""What a pretraining resume must keep: the settings its input stream and its checkpoint
 depend on, compared with the ones the run saved (`pretrain_config.json`).
 
-A resume rebuilds the input pipeline and skips the batches already trained on
-(`tfbert.training.pretrain`), which gives the batches of an uninterrupted run only when the
-pipeline is the same: `REPLAY_SETTINGS` are the resolved input files with their sizes, the vocab's
-content, case folding, max_seq_length, max_predictions_per_seq, masked_lm_prob, whole_word_mask,
-the seed and train_batch_size (gradient accumulation and replicas only split each batch). A
+A resume starts the input stream at its checkpointed step (`tfbert.training.pretrain`: the
+stream is a pure function of the seed and the step), which gives the batches of an
+uninterrupted run only when the stream is the same: `REPLAY_SETTINGS` are the resolved input
+files with their sizes, the vocab's content, case folding, max_seq_length,
+max_predictions_per_seq, masked_lm_prob, whole_word_mask, static_masking, the seed,
+train_batch_size (gradient accumulation, replicas and workers only split each batch) and the
+record order's shape (`input_order`; a run saved without it used another order). A
 changed one is refused, with each setting's old and new value, unless `allow_changed_settings`,
 which goes on and records the change (settings, old and new values, the step) under
 "setting_changes". `CHECKPOINT_SETTINGS` (the model config, the optimizer, gradient accumulation,
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
+from tfbert.data.pretraining import INPUT_ORDER
 from tfbert.errors import UserError
 from tfbert.training import callbacks as cb
 from tfbert.training import rundir
@@ -43,7 +46,9 @@ logger = logging.getLogger(__name__)
 RUN_CONFIG_FILE = "pretrain_config.json"
 REPLAY_SETTINGS = ("input_files", "vocab_sha1", "lower_case", "max_seq_length",
                    "max_predictions_per_seq", "masked_lm_prob", "whole_word_mask",
-                   "static_masking", "seed", "train_batch_size")
+                   "static_masking", "seed", "train_batch_size", "input_order")
+# What a run saved without "input_order" used: a seeded shuffle buffer, resumed by replay.
+REPLAYED_ORDER = "tf.data shuffle buffer, resumed by replaying the pipeline"
 CHECKPOINT_SETTINGS = ("bert_config", "optimizer", "gradient_accumulation_steps", "loss_scaling")
 
 
@@ -64,6 +69,7 @@ def run_settings(config: PretrainConfig, train_files: Sequence[str], vocab_file:
         "masked_lm_prob": config.masked_lm_prob, "whole_word_mask": config.whole_word_mask,
         "static_masking": config.static_masking,
         "seed": config.seed, "train_batch_size": config.train_batch_size,
+        "input_order": INPUT_ORDER,
         "bert_config": bert_config.to_dict() if bert_config is not None else None,
         "optimizer": config.optimizer,
         "gradient_accumulation_steps": config.gradient_accumulation_steps,
@@ -87,6 +93,7 @@ def check_resume(output_dir: str, config: PretrainConfig, settings: dict[str, An
     previous = _read_json(path)
     if not latest or previous is None:
         return {}
+    previous = {"input_order": REPLAYED_ORDER, **previous}
     changed = {k: (previous[k], v) for k, v in settings.items()
                if k in previous and previous[k] != v}  # a key an older file lacks is not compared
     step = _checkpoint_step(latest)
