@@ -230,13 +230,12 @@ def test_run_ner_script_on_people_daily(tmp_path, chinese_vocab_file):
     assert metadata["max_seq_length"] == 32
 
 
-def test_run_ner_learns_conll_file_and_reloads(tmp_path, chinese_vocab_file):
-    """A tiny model learns a trivially learnable CoNLL file; eval-only reload gives the same F1."""
-    from tfbert.tasks.ner import NerConfig, run_ner
-
+def learnable_conll_lines() -> list[str]:
+    """CoNLL lines (token<TAB>tag, a blank line after each of 96 sentences) a tiny model learns:
+    "bert" is always an ORG, "model c" always a LOC, among 6 filler tokens (9 tokens each)."""
     rng = np.random.default_rng(0)
     lines = []
-    for _ in range(96):  # "bert" is always an ORG, "model c" always a LOC
+    for _ in range(96):
         sentence = list(rng.choice(["the", "a", "b"], size=6))
         sentence.insert(int(rng.integers(0, 6)), "bert")
         position = int(rng.integers(0, 6))
@@ -248,6 +247,14 @@ def test_run_ner_learns_conll_file_and_reloads(tmp_path, chinese_vocab_file):
             elif w == "model":
                 tags[i], tags[i + 1] = "B-LOC", "I-LOC"
         lines += [f"{w}\t{t}" for w, t in zip(sentence, tags, strict=True)] + [""]
+    return lines
+
+
+def test_run_ner_learns_conll_file_and_reloads(tmp_path, chinese_vocab_file):
+    """A tiny model learns a trivially learnable CoNLL file; eval-only reload gives the same F1."""
+    from tfbert.tasks.ner import NerConfig, run_ner
+
+    lines = learnable_conll_lines()
     train = write(tmp_path, "train.txt", "\n".join(lines))
     config = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)
     common = dict(vocab_file=chinese_vocab_file, max_seq_length=16, eval_batch_size=32,

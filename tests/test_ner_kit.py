@@ -384,23 +384,10 @@ def test_run_ner_windows_crf_all_pieces_learns_and_reloads(tmp_path, chinese_voc
     """run_ner end to end on sentences longer than one window (max_seq_length 8), with a CRF
     and labels on all pieces: it learns, every token is predicted, and an eval-only reload
     scores the same."""
-    from tests.test_ner import tiny_config
+    from tests.test_ner import learnable_conll_lines, tiny_config
     from tfbert.tasks.ner import NerConfig, run_ner
 
-    rng = np.random.default_rng(0)
-    lines = []
-    for _ in range(96):  # "bert" is always an ORG, "model c" always a LOC; 9 tokens
-        sentence = list(rng.choice(["the", "a", "b"], size=6))
-        sentence.insert(int(rng.integers(0, 6)), "bert")
-        position = int(rng.integers(0, 6))
-        sentence[position:position] = ["model", "c"]
-        tags = ["O"] * len(sentence)
-        for i, w in enumerate(sentence):
-            if w == "bert":
-                tags[i] = "B-ORG"
-            elif w == "model":
-                tags[i], tags[i + 1] = "B-LOC", "I-LOC"
-        lines += [f"{w}\t{t}" for w, t in zip(sentence, tags, strict=True)] + [""]
+    lines = learnable_conll_lines()
     train = tmp_path / "train.txt"
     train.write_text("\n".join(lines), encoding="utf-8")
     config = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)
