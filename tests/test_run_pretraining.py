@@ -101,6 +101,25 @@ def test_sinusoidal_position_init():
     np.testing.assert_array_equal(encoder.embeddings.position_embeddings.embeddings, table)
     with pytest.raises(ValueError, match="position_embedding_init must be one of"):
         PretrainConfig(position_embedding_init="sine").validate()
+    # auto: sinusoids for the built-in default model, BERT's random table for one's own config.
+    assert PretrainConfig().position_init == "sinusoidal"
+    assert PretrainConfig(bert_config_file="bert_config.json").position_init == "random"
+    assert PretrainConfig(preset="bert-mini", position_embedding_init="sinusoidal"
+                          ).position_init == "sinusoidal"
+
+
+def test_builtin_default_schedule():
+    """The built-in run: 90% of its steps at 32 tokens, then 128; off with one's own records
+    (they would need records at the shorter length) or with phase1_seq_length=0."""
+    default = PretrainConfig()
+    assert (default.phase1_length, default.phase1_steps, default.num_train_steps) == \
+        (32, 2700, 3000)
+    assert default.phase1_predictions == 5 and default.phase1().max_seq_length == 32
+    assert PretrainConfig(input_file="x.tfrecord", vocab_file="v").phase1_steps == 0
+    assert PretrainConfig(phase1_seq_length=0).phase1_steps == 0
+    assert PretrainConfig(max_seq_length=32).phase1_steps == 0
+    assert PretrainConfig(phase1_seq_length=64, phase1_fraction=0.5,
+                          num_train_steps=100, num_warmup_steps=10).phase1_steps == 50
 
 
 def _flags(config: PretrainConfig) -> list[str]:
@@ -225,6 +244,65 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
     for name in expected:
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
                                    err_msg=name)
+
+
+class _CrashAt(keras.callbacks.Callback):
+    """Raises after optimizer step `step` (a crash between checkpoints)."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.step, self.seen = step, 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen += 1
+        if self.seen == self.step:
+            raise KeyboardInterrupt(f"crash after step {self.step}")
+
+
+def test_sequence_length_schedule_trains_short_first_and_resumes_exactly(tiny_data, tmp_path):
+    """phase1_seq_length: the first half of the steps on 16-token sequences (the same text
+    records, packed shorter), the rest at 32; a crash inside the first phase resumes to the
+    weights of an uninterrupted run."""
+    phased = dict(num_train_steps=20, save_checkpoints_steps=5, phase1_seq_length=16,
+                  phase1_fraction=0.5, phase1_input_file=tiny_data["train"])
+    reference = tmp_path / "uninterrupted"
+    results = run_pretraining(_config(tiny_data, reference, **phased))
+    assert results["global_step"] == 20
+    history = json.loads((reference / "pretrain_history.json").read_text())
+    assert [(h["step"], h["seq_length"]) for h in history] == [
+        (5, 16), (10, 16), (15, 32), (20, 32)]
+    # No first-phase eval set given: scored only at max_seq_length.
+    assert ["val_mlm_loss" in h for h in history] == [False, False, True, True]
+    settings = json.loads((reference / "pretrain_config.json").read_text())
+    assert settings["phase1"]["seq_length"] == 16
+    assert settings["phase1"]["max_predictions_per_seq"] == round(5 * 16 / 32)
+
+    out = tmp_path / "crashed"
+    with pytest.raises(KeyboardInterrupt):
+        run_pretraining(_config(tiny_data, out, **phased), callbacks=[_CrashAt(8)])
+    assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-5")
+    resumed = run_pretraining(_config(tiny_data, out, **phased))
+    assert resumed["global_step"] == 20 and resumed["examples_trained"] == 15 * 8
+    expected, actual = _weights(str(reference / "model")), _weights(str(out / "model"))
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+    # Turning the first phase off on resume changes the batches still to come: refused.
+    with pytest.raises(ValueError, match="phase1 was .* now 'off'"):
+        run_pretraining(_config(tiny_data, out, num_train_steps=25))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(phase1_seq_length=32), r"phase1_seq_length 32 must be in \[8, max_seq_length=32\)"),
+    (dict(phase1_seq_length=16, phase1_fraction=1.0), r"phase1_fraction must be in \(0, 1\)"),
+    (dict(phase1_seq_length=16), "needs phase1_input_file"),
+    (dict(phase1_seq_length=16, phase1_max_predictions_per_seq=17, phase1_input_file="x"),
+     "phase1_max_predictions_per_seq 17 is larger than phase1_seq_length 16"),
+    (dict(phase1_input_file="x"), "need phase1_seq_length"),
+])
+def test_sequence_length_schedule_bad_settings(tiny_data, tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        run_pretraining(_config(tiny_data, tmp_path / "bad", **overrides))
 
 
 def test_nan_loss_stops_keeps_last_good_checkpoint_and_resumes(tiny_data, tmp_path):

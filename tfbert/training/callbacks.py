@@ -80,6 +80,18 @@ class TrainingProgress(keras.callbacks.Callback):
         self._first_end: tuple[float, int] | None = None
         self._last_end: tuple[float, int] | None = None
 
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        self._fit_start = (time.perf_counter(), self.step)
+
+    def eta(self) -> str:
+        """Time left to `stop_at` at this `fit`'s rate so far ("4m05s"; "" when unknown)."""
+        started = getattr(self, "_fit_start", None)
+        if self.stop_at is None or started is None or self.step <= started[1]:
+            return ""
+        seconds = (time.perf_counter() - started[0]) / (self.step - started[1]) * max(
+            0, self.stop_at - self.step)
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         self._batches += 1
         self.at_update = self._batches % self.accumulation == 0
@@ -196,9 +208,15 @@ class TensorBoardScalars(keras.callbacks.Callback):
         super().__init__()
         self.progress = progress
         self.every_steps = max(1, every_steps)
-        self.train_writer = tf.summary.create_file_writer(os.path.join(log_dir, "train"))
-        self.eval_writer = tf.summary.create_file_writer(os.path.join(log_dir, "eval"))
+        self.log_dir = log_dir
         self._mark: tuple[float, int] | None = None
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        # Opened per `fit` and closed at its end: a run of several fits (one per phase of the
+        # sequence-length schedule) writes each its own event files into the same folders.
+        self.train_writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "train"))
+        self.eval_writer = tf.summary.create_file_writer(os.path.join(self.log_dir, "eval"))
+        self._mark = None
 
     def learning_rate(self) -> float:
         return float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
@@ -248,14 +266,21 @@ class LoopHistory(keras.callbacks.Callback):
         self.progress = progress
         self.path = path
         self.entries: list[dict[str, float]] = []
+        self.extra: dict[str, float] = {}  # added to every entry (e.g. the phase's seq_length)
         if path and os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 self.entries = [e for e in json.load(f) if e["step"] <= progress.start_step]
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        entry = {"step": self.progress.step, **_floats(logs)}
+        entry = {"step": self.progress.step, **self.extra, **_floats(logs)}
         entry["learning_rate"] = float(
             keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
         self.entries.append(entry)
         if self.path:
             write_json(self.path, self.entries)
+        scores = " ".join(f"{k} {entry[k]:.4f}" for k in ("val_mlm_loss",
+                                                          "val_masked_lm_accuracy",
+                                                          "mlm_loss") if k in entry)
+        stop = self.progress.stop_at
+        logger.info("step %d%s %s%s", self.progress.step, f"/{stop}" if stop else "", scores,
+                    f", ETA {self.progress.eta()}" if self.progress.eta() else "")

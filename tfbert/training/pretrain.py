@@ -95,17 +95,22 @@ from tfbert.training.resume import RUN_CONFIG_FILE, check_resume, run_settings, 
 
 logger = logging.getLogger(__name__)
 
-POSITION_INITS = ("random", "sinusoidal")
+POSITION_INITS = ("auto", "random", "sinusoidal")
+# The built-in default's first phase: 90% of the steps on 32-token sequences (3.6x cheaper per
+# step than 128 on two CPU cores, and the masked LM falls as far per step; docs/performance.md,
+# "The built-in default pretraining").
+BUILTIN_PHASE1_SEQ_LENGTH = 32
 
-# The built-in default: a tiny Chinese BERT (bert-tiny's shape: 2 layers, hidden 128), 10,000
-# steps of 32 sequences: about 30 minutes on two CPU cores. A short run on two cores is bounded
-# by the masked-LM plateau (bag-of-characters predictions) that a model leaves only after
-# thousands of steps, not by model width: 4 layers of hidden 256 (3,600 steps in the same time)
-# never leave it, and transformers' BertForPreTraining sits on it the same way
-# (`bench/mlm_dynamics.py`); this shape gets ~2.8x the steps per minute and leaves it (README,
-# "Pretraining"). No dropout: a run this short is far from overfitting (Geiping & Goldstein's
-# "Cramming", 2022, also turn it off), and the saved config says so, so fine-tuning this model
-# runs without encoder dropout as well.
+# The built-in default: a tiny Chinese BERT (bert-tiny's shape: 2 layers, hidden 128), 3,000
+# steps of 32 sequences, the first 2,700 of 32 tokens and the last 300 of 128: about 6 minutes
+# on two AVX2 CPU cores. A short run on two cores is bounded by the masked-LM plateau
+# (bag-of-characters predictions), which a model leaves only after thousands of steps, and the
+# loss falls about as far per step at 32 tokens as at 128 (docs/performance.md, "The built-in
+# default pretraining"), so cheap steps win; 4 layers of hidden 256 get fewer steps and stay on
+# it, and transformers' BertForPreTraining sits on it the same way (`bench/mlm_dynamics.py`).
+# No dropout: a run this short is far from overfitting (Geiping & Goldstein's "Cramming", 2022,
+# also turn it off), and the saved config says so, so fine-tuning this model runs without
+# encoder dropout as well.
 DEFAULT_MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=512, hidden_act="gelu", max_position_embeddings=512,
                      type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -151,25 +156,44 @@ class PretrainConfig(RunConfig):
         "(google-research/bert's behaviour) instead of restoring the tokens and masking afresh "
         "every epoch. No effect on tfbert's own records.")
     position_embedding_init: str = field(
-        "random", "A fresh model's position table: BERT's truncated normal, or sinusoids scaled "
-        "to the same spread (leaves the masked-LM plateau sooner). Ignored with init_checkpoint "
-        "and on resume.", choices=list(POSITION_INITS))
+        "auto", "A fresh model's position table: BERT's truncated normal (random), or sinusoids "
+        "scaled to the same spread (the masked LM falls a little faster); auto: sinusoidal for "
+        "the built-in default model, random with bert_config_file or preset. Ignored with "
+        "init_checkpoint and on resume.", choices=list(POSITION_INITS))
     cache_dir: str = field("cache", "Cache for the built-in data.")
     default_num_shards: int = field(4, "TFRecord shards of the built-in training data.",
                                     lower_bound=1)
     # --- length, checkpoints, evaluation ---
     num_train_steps: int = field(
-        10000, "Optimizer steps to train to (a total: a rerun resumes and continues up to it); "
-        "about 30 minutes of the built-in run on two CPU cores.", lower_bound=1)
-    num_warmup_steps: int = field(1000, "Linear warmup steps (a tenth of the run).",
+        3000, "Optimizer steps to train to (a total: a rerun resumes and continues up to it); "
+        "the built-in run's 3,000 take about 6 minutes on two AVX2 CPU cores.", lower_bound=1)
+    num_warmup_steps: int = field(300, "Linear warmup steps (a tenth of the run).",
                                   lower_bound=0)
-    save_checkpoints_steps: int = field(1000, "Checkpoint every this many steps.",
+    save_checkpoints_steps: int = field(500, "Checkpoint every this many steps.",
                                         lower_bound=1)
     keep_checkpoint_max: int = field(5, "Checkpoints to keep.", lower_bound=1)
     iterations_per_loop: int | None = field(
         None, "Steps per Keras loop (the eval interval); default: save_checkpoints_steps.",
         lower_bound=1)
     max_eval_steps: int = field(20, "Eval batches per evaluation.", lower_bound=1)
+    # --- sequence-length schedule (the BERT paper's: 90% of the steps at 128, then 512) ---
+    phase1_seq_length: int | None = field(
+        None, "Train the first phase1_fraction of the steps on sequences of this length, the "
+        f"rest at max_seq_length. Default: {BUILTIN_PHASE1_SEQ_LENGTH} with the built-in data, "
+        "none with input_file; 0: max_seq_length throughout.", lower_bound=0)
+    phase1_fraction: float = field(
+        0.9, "Share of num_train_steps in the first phase (with phase1_seq_length); the "
+        "boundary is this share of num_train_steps, so a rerun with more steps moves it.")
+    phase1_max_predictions_per_seq: int | None = field(
+        None, "Masked-LM predictions per sequence in the first phase (default: "
+        "max_predictions_per_seq scaled by phase1_seq_length / max_seq_length).", lower_bound=1)
+    phase1_input_file: str | None = field(
+        None, "Pretraining TFRecords made at phase1_seq_length (create_pretraining_data.py "
+        "--max_seq_length=...). Default with the built-in data: built at that length.")
+    phase1_eval_input_file: str | None = field(
+        None, "Eval TFRecords at phase1_seq_length, scored during the first phase (default "
+        "with the built-in data: its held-out documents at that length; else no evaluation "
+        "until the second phase).")
     # --- safety ---
     skip_corrupt: bool = field(
         False, "Train without the unreadable rest of a corrupt or truncated shard (every shard "
@@ -207,6 +231,25 @@ class PretrainConfig(RunConfig):
         if self.data_service is not None and not self.data_service.startswith("grpc://"):
             raise UserError(f"data_service must be a dispatcher address grpc://HOST:PORT, got "
                             f"{self.data_service!r}")
+        if self.phase1_seq_length:
+            if not self.min_seq_length <= self.phase1_seq_length < self.max_seq_length:
+                raise UserError(f"phase1_seq_length {self.phase1_seq_length} must be in "
+                                f"[{self.min_seq_length}, max_seq_length="
+                                f"{self.max_seq_length}): the first phase's sequences are the "
+                                "shorter ones (0 turns the first phase off)")
+        if self.phase1_length:
+            if not 0 < self.phase1_fraction < 1:
+                raise UserError(f"phase1_fraction must be in (0, 1), got "
+                                f"{self.phase1_fraction}")
+            if self.phase1_predictions > self.phase1_length:
+                raise UserError(f"phase1_max_predictions_per_seq {self.phase1_predictions} is "
+                                f"larger than phase1_seq_length {self.phase1_length}")
+            if self.input_file and not self.phase1_input_file:
+                raise UserError("phase1_seq_length with input_file needs phase1_input_file: "
+                                "records made at that length (create_pretraining_data.py "
+                                f"--max_seq_length={self.phase1_seq_length})")
+        elif self.phase1_input_file or self.phase1_eval_input_file:
+            raise UserError("phase1_input_file / phase1_eval_input_file need phase1_seq_length")
         if self.position_embedding_init not in POSITION_INITS:
             raise UserError(f"position_embedding_init must be one of {POSITION_INITS}, got "
                             f"{self.position_embedding_init!r}")
@@ -214,6 +257,47 @@ class PretrainConfig(RunConfig):
     @property
     def steps_per_loop(self) -> int:
         return self.iterations_per_loop or self.save_checkpoints_steps
+
+    @property
+    def phase1_predictions(self) -> int:
+        """The first phase's masked-LM predictions per sequence."""
+        if self.phase1_max_predictions_per_seq is not None:
+            return self.phase1_max_predictions_per_seq
+        return max(1, round(self.max_predictions_per_seq * self.phase1_length
+                            / self.max_seq_length))
+
+    @property
+    def phase1_length(self) -> int:
+        """The first phase's sequence length; 0: no first phase."""
+        if self.phase1_seq_length is not None:
+            return self.phase1_seq_length
+        builtin = self.input_file is None and self.max_seq_length > BUILTIN_PHASE1_SEQ_LENGTH
+        return BUILTIN_PHASE1_SEQ_LENGTH if builtin else 0
+
+    @property
+    def phase1_steps(self) -> int:
+        """Steps of the first (short-sequence) phase: 0 without one."""
+        if not self.phase1_length:
+            return 0
+        return round(self.phase1_fraction * self.num_train_steps)
+
+    @property
+    def position_init(self) -> str:
+        """The fresh position table's scheme: "auto" is sinusoidal for the built-in default
+        model (no bert_config_file, preset or init_checkpoint), BERT's random otherwise."""
+        if self.position_embedding_init != "auto":
+            return self.position_embedding_init
+        own = self.bert_config_file or self.preset or self.init_checkpoint
+        return "random" if own else "sinusoidal"
+
+    def phase1(self) -> PretrainConfig:
+        """This config as the first phase trains it: its sequence length, predictions and
+        records in place of max_seq_length's."""
+        return dataclasses.replace(
+            self, max_seq_length=self.phase1_length,
+            max_predictions_per_seq=self.phase1_predictions, input_file=self.phase1_input_file,
+            eval_input_file=self.phase1_eval_input_file, phase1_seq_length=0,
+            phase1_input_file=None, phase1_eval_input_file=None)
 
 
 # --------------------------------------------------------------------------- the run
@@ -257,7 +341,6 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
         config = dataclasses.replace(
             config, mixed_precision=runtime.resolve_precision(config.mixed_precision))
         logger.info("mixed_precision auto: %s on this hardware", config.mixed_precision)
-    multi_worker = num_workers(strategy) > 1
     replicas = strategy.num_replicas_in_sync
     k = config.gradient_accumulation_steps
     if config.train_batch_size % (k * replicas):
@@ -280,17 +363,13 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
     keras.utils.set_random_seed(config.seed)
 
     # --- data and vocab ---
-    train_files, eval_files, vocab_file = config.input_file, config.eval_input_file, None
-    data_lower_case = None
-    if train_files is None:
-        data = default_data(config.cache_dir, config.max_seq_length,
-                            lower_case=True if config.do_lower_case is None
-                            else config.do_lower_case,
-                            whole_word_mask=config.whole_word_mask,
-                            num_shards=config.default_num_shards)
-        train_files, vocab_file, data_lower_case = data.train_files, data.vocab_file, \
-            data.lower_case
-        eval_files = eval_files or data.eval_files
+    train_files, eval_files, vocab_file, data_lower_case = _input_files(config)
+    first = config.phase1() if config.phase1_steps else None
+    if first is not None:
+        first_files = _input_files(first)
+        if vocab_file and first_files[2] and not _same_file_bytes(vocab_file, first_files[2]):
+            raise AssertionError(f"the built-in data's vocabs differ: {vocab_file}, "
+                                 f"{first_files[2]}")
     vocab_file = config.vocab_file or vocab_file or _vocab_beside_model(config)
     if not vocab_file:
         raise UserError("vocab_file is required with input_file (the records are tokenized or "
@@ -301,24 +380,20 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
     if bert_config is not None:
         check_vocab_size(vocab_size, vocab_file, bert_config, source)
     train_paths = records.expand_file_pattern(train_files)
-    eval_paths = records.expand_file_pattern(eval_files) if eval_files else []
     latest = tf.train.latest_checkpoint(checkpoint_dir)
     known = bert_config or checkpoint_config(config.init_checkpoint)
     lower_case = (config.do_lower_case if config.do_lower_case is not None
                   else known.lower_case if known else None)
+    first_paths = records.expand_file_pattern(first_files[0]) if first else None
     check_resume(output_dir, config,  # early: before the shards are read
-                 run_settings(config, train_paths, vocab_file, lower_case, known), latest)
-    train_reports = _scan(train_paths, train_files, "input_file", config, vocab_size)
-    record_counts = [r.records for r in train_reports]
-    damaged = [r for r in train_reports if r.problem]
-    eval_batches = 0
-    if eval_paths:
-        eval_reports = _scan(eval_paths, eval_files, "eval_input_file", config, vocab_size,
-                             minimum=config.eval_batch_size)
-        found = sum(r.records for r in eval_reports)
-        eval_batches = min(found, config.max_eval_steps * config.eval_batch_size) \
-            // config.eval_batch_size
-        damaged += [r for r in eval_reports if r.problem]
+                 run_settings(config, train_paths, vocab_file, lower_case, known, first_paths),
+                 latest)
+    phases, damaged = [], []
+    if first is not None:
+        phases.append(_phase(first, first_files[0], first_files[1], config.phase1_steps,
+                             vocab_size, damaged, "phase1_"))
+    phases.append(_phase(config, train_files, eval_files, config.num_train_steps, vocab_size,
+                         damaged))
     readable = {r.path: r.bytes_read for r in damaged}
 
     # --- model, optimizer, checkpoint ---
@@ -331,14 +406,15 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
             loss_scale=config.mixed_precision == "float16")
         optimizer.build(model.trainable_variables)
         if not config.init_checkpoint:  # a resume restores the table below
-            init_position_embeddings(model.encoder, config.position_embedding_init)
+            init_position_embeddings(model.encoder, config.position_init)
         runtime.skip_symbolic_build(model)
         global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     if positions is None:
         check_seq_length(config.max_seq_length, bert_config.max_position_embeddings, source)
     lower_case = bert_config.lower_case if config.do_lower_case is None else config.do_lower_case
-    settings = run_settings(config, train_paths, vocab_file, lower_case, bert_config)
+    settings = run_settings(config, train_paths, vocab_file, lower_case, bert_config,
+                            first_paths)
     allowed = check_resume(output_dir, config, settings, latest)
     if chief:
         write_run_config(output_dir, config, settings, allowed, latest)
@@ -362,33 +438,20 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
     if chief:
         callbacks.append(cb.TensorBoardScalars(progress, os.path.join(output_dir, "logs"),
                                                config.log_steps))
-    make_eval = lambda: eval_dataset(config, eval_paths, vocab_file, lower_case, multi_worker,
-                                     eval_batches, readable)
-    remaining = config.num_train_steps - start_step
     workers, worker = num_workers(strategy), worker_index(strategy)
     meter = InputMeter()
-    make_train = lambda step, context=None: train_dataset(  # noqa: E731
-        config, train_paths, record_counts, vocab_file, lower_case, step, workers, worker,
-        context, meter)
-    if remaining > 0:
-        if multi_worker:  # each worker builds its own share (1/W of the input work)
-            train_ds = strategy.distribute_datasets_from_function(
-                lambda context: make_train(start_step, context))
-        else:
-            train_ds = make_train(start_step)
-        loops = math.ceil(remaining / config.steps_per_loop)
-        logger.info("pretraining steps %d..%d: %d loop(s) of %d steps, global batch %d over %d "
-                    "replica(s), %d micro-batch(es) per step", start_step, config.num_train_steps,
-                    loops, config.steps_per_loop, config.train_batch_size, replicas, k)
-        model.fit(train_ds, epochs=loops, steps_per_epoch=config.steps_per_loop * k,
-                  validation_data=make_eval() if eval_paths else None, callbacks=callbacks,
-                  verbose=runtime.fit_verbosity(config.verbose))
+    for phase in phases:
+        if progress.step >= phase.end_step:
+            continue
+        _fit_phase(model, phase, progress, callbacks, strategy, vocab_file, lower_case,
+                   workers, worker, meter, readable)
         if nan_guard.bad_step is not None:
             raise FloatingPointError(
                 f"loss became {nan_guard.bad_loss} at step {nan_guard.bad_step}; training "
                 f"stopped. The last good checkpoint (step {saver.last_saved}) in "
                 f"{manager.directory} is kept; rerunning resumes from it. Lower --learning_rate "
                 "or raise --num_warmup_steps, or check the input data.")
+    if progress.step > start_step:
         if saver.last_saved != progress.step and saver.save() is None:
             raise FloatingPointError(
                 f"the weights hold NaN/Inf after step {progress.step}; the last good checkpoint "
@@ -401,10 +464,13 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
     last = history.entries[-1] if history.entries else {}
     train_logs = last if last.get("step") == progress.step else {}
     eval_scores = None
-    if eval_paths:
+    last_phase = phases[-1]
+    if last_phase.eval_paths:
         eval_scores = {n: train_logs[f"val_{n}"] for n in METRICS if f"val_{n}" in train_logs}
         if len(eval_scores) < len(METRICS):
-            eval_scores = model.evaluate(make_eval(), return_dict=True, verbose=0)
+            eval_scores = model.evaluate(
+                _phase_eval(last_phase, vocab_file, lower_case, num_workers(strategy) > 1,
+                            readable), return_dict=True, verbose=0)
     results = pretrain_results(train_logs, eval_scores, progress)
     results.update(_input_report(strategy, config, progress, meter))
     if config.skip_corrupt:
@@ -436,6 +502,93 @@ def _vocab_beside_model(config: PretrainConfig) -> str | None:
             logger.info("vocab_file: %s (beside %s)", found, path)
             return found
     return None
+
+
+def _input_files(config: PretrainConfig) -> tuple[str, str | None, str | None, bool | None]:
+    """(training files, eval files, the built-in data's vocab, its lower_case) for config's
+    max_seq_length: the user's files, or the built-in data built (once) at that length."""
+    if config.input_file is not None:
+        return config.input_file, config.eval_input_file, None, None
+    data = default_data(config.cache_dir, config.max_seq_length,
+                        lower_case=True if config.do_lower_case is None else config.do_lower_case,
+                        whole_word_mask=config.whole_word_mask,
+                        num_shards=config.default_num_shards)
+    return data.train_files, config.eval_input_file or data.eval_files, data.vocab_file, \
+        data.lower_case
+
+
+def _same_file_bytes(a: str, b: str) -> bool:
+    with tf.io.gfile.GFile(a, "rb") as fa, tf.io.gfile.GFile(b, "rb") as fb:
+        return fa.read() == fb.read()
+
+
+@dataclasses.dataclass
+class _Phase:
+    """One sequence length's share of the run: its config (max_seq_length and
+    max_predictions_per_seq are the phase's), checked records, and the step it ends at."""
+    config: PretrainConfig
+    train_paths: list[str]
+    record_counts: list[int]
+    eval_paths: list[str]
+    eval_batches: int
+    end_step: int
+
+
+def _phase(config: PretrainConfig, train_files: str, eval_files: str | None, end_step: int,
+           vocab_size: int, damaged: list[records.ShardReport], flag: str = "") -> _Phase:
+    """Checks a phase's records (`_scan`; damaged shards are added to `damaged`)."""
+    train_paths = records.expand_file_pattern(train_files)
+    eval_paths = records.expand_file_pattern(eval_files) if eval_files else []
+    reports = _scan(train_paths, train_files, f"{flag}input_file", config, vocab_size)
+    damaged += [r for r in reports if r.problem]
+    eval_batches = 0
+    if eval_paths:
+        eval_reports = _scan(eval_paths, eval_files, f"{flag}eval_input_file", config,
+                             vocab_size, minimum=config.eval_batch_size)
+        found = sum(r.records for r in eval_reports)
+        eval_batches = min(found, config.max_eval_steps * config.eval_batch_size) \
+            // config.eval_batch_size
+        damaged += [r for r in eval_reports if r.problem]
+    return _Phase(config, train_paths, [r.records for r in reports], eval_paths, eval_batches,
+                  end_step)
+
+
+def _phase_eval(phase: _Phase, vocab_file: str, lower_case: bool, multi_worker: bool,
+                readable: dict[str, int]) -> tf.data.Dataset:
+    return eval_dataset(phase.config, phase.eval_paths, vocab_file, lower_case, multi_worker,
+                        phase.eval_batches, readable)
+
+
+def _fit_phase(model: BertPretrainer, phase: _Phase, progress: cb.TrainingProgress,
+               callbacks: list[keras.callbacks.Callback], strategy: tf.distribute.Strategy,
+               vocab_file: str, lower_case: bool, workers: int, worker: int,
+               meter: InputMeter, readable: dict[str, int]) -> None:
+    """Trains from `progress.step` to the phase's end step, in loops of steps_per_loop, on
+    its sequence length (a new length retraces the train step once)."""
+    config, start = phase.config, progress.step
+    k = config.gradient_accumulation_steps
+
+    def make_train(context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
+        return train_dataset(config, phase.train_paths, phase.record_counts, vocab_file,
+                             lower_case, start, workers, worker, context, meter,
+                             end_step=phase.end_step)
+
+    train_ds = (strategy.distribute_datasets_from_function(make_train) if workers > 1
+                else make_train())
+    progress.stop_at = phase.end_step
+    for callback in callbacks:
+        if isinstance(callback, cb.LoopHistory):
+            callback.extra = {"seq_length": config.max_seq_length}
+    loops = math.ceil((phase.end_step - start) / config.steps_per_loop)
+    logger.info("pretraining steps %d..%d at seq %d: %d loop(s) of %d steps, global batch %d "
+                "over %d replica(s), %d micro-batch(es) per step", start, phase.end_step,
+                config.max_seq_length, loops, config.steps_per_loop, config.train_batch_size,
+                strategy.num_replicas_in_sync, k)
+    validation = (_phase_eval(phase, vocab_file, lower_case, workers > 1, readable)
+                  if phase.eval_paths else None)
+    model.fit(train_ds, epochs=loops, steps_per_epoch=config.steps_per_loop * k,
+              validation_data=validation, callbacks=callbacks, shuffle=False,  # the stream's
+              verbose=runtime.fit_verbosity(config.verbose))
 
 
 def build_pretrainer(bert_config: BertConfig | None, init_checkpoint: str | None
@@ -500,7 +653,7 @@ def sinusoidal_positions(rows: int, width: int, stddev: float) -> Any:
 
 
 def init_position_embeddings(encoder: Any, scheme: str) -> None:
-    """Sets a fresh encoder's position table by `scheme` (one of POSITION_INITS)."""
+    """Sets a fresh encoder's position table by `scheme` ("random": keep it, "sinusoidal")."""
     if scheme == "random":
         return
     config = encoder.config
@@ -541,7 +694,8 @@ SERVICE_CHUNK_STEPS = 64
 def train_dataset(config: PretrainConfig, files: Sequence[str], record_counts: Sequence[int],
                   vocab_file: str, lower_case: bool, start_step: int = 0, workers: int = 1,
                   worker: int = 0, input_context: tf.distribute.InputContext | None = None,
-                  meter: InputMeter | None = None) -> tf.data.Dataset:
+                  meter: InputMeter | None = None, end_step: int | None = None
+                  ) -> tf.data.Dataset:
     """One worker's training micro-batches from global step `start_step` on
     (`tfbert.data.pretraining.pretraining_stream`): its rows of each global batch of
     `train_batch_size`, in `gradient_accumulation_steps` micro-batches per step.
@@ -562,6 +716,8 @@ def train_dataset(config: PretrainConfig, files: Sequence[str], record_counts: S
         worker: int. This one's index.
         input_context: tf.distribute.InputContext or None. Overrides workers and worker.
         meter: InputMeter or None. Counts this worker's input work (local pipelines).
+        end_step: int or None. The step the stream is read to with data_service (default
+            num_train_steps).
 
     Returns:
         tf.data.Dataset of feature dicts, endless (with data_service: up to num_train_steps).
@@ -581,7 +737,7 @@ def train_dataset(config: PretrainConfig, files: Sequence[str], record_counts: S
     if config.data_service:
         ds = data_service.read(
             pretraining_stream(**stream, chunk_steps=SERVICE_CHUNK_STEPS,
-                               end_step=config.num_train_steps),
+                               end_step=end_step or config.num_train_steps),
             config.data_service, data_service.job_name(config, start_step, worker))
         ds = data_service.without_step(ds)
         if k > 1:

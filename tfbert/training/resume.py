@@ -46,23 +46,27 @@ logger = logging.getLogger(__name__)
 RUN_CONFIG_FILE = "pretrain_config.json"
 REPLAY_SETTINGS = ("input_files", "vocab_sha1", "lower_case", "max_seq_length",
                    "max_predictions_per_seq", "masked_lm_prob", "whole_word_mask",
-                   "static_masking", "seed", "train_batch_size", "input_order")
+                   "static_masking", "seed", "train_batch_size", "input_order", "phase1")
 # What a run saved without "input_order" used: a seeded shuffle buffer, resumed by replay.
 REPLAYED_ORDER = "tf.data shuffle buffer, resumed by replaying the pipeline"
 CHECKPOINT_SETTINGS = ("bert_config", "optimizer", "gradient_accumulation_steps", "loss_scaling")
 
 
 def run_settings(config: PretrainConfig, train_files: Sequence[str], vocab_file: str,
-                 lower_case: bool | None, bert_config: BertConfig | None) -> dict[str, Any]:
-    """This run's REPLAY_SETTINGS and CHECKPOINT_SETTINGS (those not known yet left out)."""
+                 lower_case: bool | None, bert_config: BertConfig | None,
+                 phase1_files: Sequence[str] | None = None) -> dict[str, Any]:
+    """This run's REPLAY_SETTINGS and CHECKPOINT_SETTINGS (those not known yet left out);
+    `phase1_files`: the first phase's records (with phase1_seq_length)."""
     def resolved(path: str) -> str:
         return path if "://" in path else os.path.abspath(path)
+
+    def described(paths: Sequence[str]) -> list[str]:
+        return [f"{resolved(p)} ({tf.io.gfile.stat(p).length} bytes)" for p in paths]
 
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
         vocab_sha1 = hashlib.sha1(f.read()).hexdigest()
     settings = {
-        "input_files": [f"{resolved(p)} ({tf.io.gfile.stat(p).length} bytes)"
-                        for p in train_files],
+        "input_files": described(train_files),
         "vocab_sha1": vocab_sha1, "lower_case": lower_case,
         "max_seq_length": config.max_seq_length,
         "max_predictions_per_seq": config.max_predictions_per_seq,
@@ -70,6 +74,12 @@ def run_settings(config: PretrainConfig, train_files: Sequence[str], vocab_file:
         "static_masking": config.static_masking,
         "seed": config.seed, "train_batch_size": config.train_batch_size,
         "input_order": INPUT_ORDER,
+        # Always present (also "off"), so a resume that turns the first phase on or off is
+        # compared; a file written before the schedule existed lacks it and is not.
+        "phase1": {"seq_length": config.phase1_length,
+                   "max_predictions_per_seq": config.phase1_predictions,
+                   "input_files": described(phase1_files or [])}
+        if config.phase1_length else "off",
         "bert_config": bert_config.to_dict() if bert_config is not None else None,
         "optimizer": config.optimizer,
         "gradient_accumulation_steps": config.gradient_accumulation_steps,
