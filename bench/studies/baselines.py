@@ -1,0 +1,243 @@
+"""The simplest baselines for the built-in fine-tuning tasks, to read tfbert's scores against.
+
+ner        People's Daily NER (`tfbert.data.ner.people_daily_ner`): a character BiLSTM tagger
+           in plain Keras (embedding 128, BiLSTM 128 per direction, a dense to the 7 BIO tags;
+           Adam 2e-3, batch 32), with a softmax (per-character cross-entropy over the real
+           characters) or, with --crf, tfbert's linear-chain CRF (`tfbert.layers.crf`: trained
+           with CrfLoss, decoded by Viterbi). Characters of the training sentences are its
+           vocab (the rest map to one unknown id). Training reads each sentence's first
+           --max_seq_length characters; dev and test are tagged whole (every character gets a
+           prediction), scored with `tfbert.evaluation.entity_metrics` as run_ner scores
+           (seqeval's numbers). Like run_ner it scores dev after every epoch and keeps the best
+           epoch's weights for test.
+sentiment  Character n-gram TF-IDF + logistic regression on the built-in sentiment reviews
+           (`bench.studies.quality.tfidf_baseline`: n-gram range and C picked on dev).
+
+    nice -n 10 python -m bench.studies.baselines --task=ner --max_train_examples=3000 \\
+        --epochs=3 --output_dir=output/baselines
+    nice -n 10 python -m bench.studies.baselines --task=ner --crf --output_dir=output/baselines
+    python -m bench.studies.baselines --task=sentiment --output_dir=output/baselines
+
+Writes OUTPUT_DIR/<name>.json (ner_bilstm, ner_bilstm_crf or sentiment_tfidf): the settings,
+the dev and test metrics, and (NER) the per-epoch history with the training loss and the
+entity F1 on the training sentences and on dev. Deterministic for a --seed on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger("baselines")
+
+PAD, UNK = 0, 1  # character ids: padding, a character not in the training sentences
+
+
+def char_vocab(examples: Sequence[Any]) -> dict[str, int]:
+    """Character -> id over the tokens of `examples` (ids from 2, in order of first sight)."""
+    vocab: dict[str, int] = {}
+    for example in examples:
+        for token in example.tokens:
+            vocab.setdefault(token, len(vocab) + 2)
+    return vocab
+
+
+def encode(examples: Sequence[Any], vocab: dict[str, int], labels: Sequence[str],
+           max_length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(character ids, tag ids), int32 [N, L]: each sentence's first `max_length` tokens (all of
+    them with None), padded with PAD (tag 0) to the longest."""
+    index = {name: i for i, name in enumerate(labels)}
+    rows = [e.tokens[:max_length] if max_length else e.tokens for e in examples]
+    width = max([len(r) for r in rows] + [1])
+    ids = np.full((len(rows), width), PAD, np.int32)
+    tags = np.zeros((len(rows), width), np.int32)
+    for i, (row, example) in enumerate(zip(rows, examples, strict=True)):
+        ids[i, :len(row)] = [vocab.get(t, UNK) for t in row]
+        tags[i, :len(row)] = [index[t] for t in example.tags[:len(row)]]
+    return ids, tags
+
+
+def bilstm_tagger(vocab_size: int, num_tags: int, embedding_size: int = 128,
+                  lstm_units: int = 128, crf: bool = False) -> Any:
+    """A plain-Keras character BiLSTM tagger: int ids [B, L] (0 = padding) -> logits [B, L, C].
+
+    With `crf`, the model holds a `tfbert.layers.LinearChainCrf` as `crf` (trained by
+    `CrfLoss(model.crf)`; `model.crf(logits, mask)` decodes by Viterbi).
+    """
+    import keras
+
+    ids = keras.Input((None,), dtype="int32", name="char_ids")
+    x = keras.layers.Embedding(vocab_size, embedding_size, mask_zero=True)(ids)  # [B, L, E]
+    x = keras.layers.Bidirectional(keras.layers.LSTM(lstm_units, return_sequences=True))(x)
+    logits = keras.layers.Dense(num_tags, name="logits")(x)  # [B, L, C]
+    # The padding mask ends here (a Lambda passes no mask on, and `t + 0` is a new tensor
+    # without Keras's mask attribute): the losses take the padding from their sample weights,
+    # and CrfLoss gives one value per sentence, which a [B, L] mask cannot weight.
+    with warnings.catch_warnings():  # (Keras warns that the Lambda ends the mask: intended)
+        warnings.simplefilter("ignore", UserWarning)
+        logits = keras.layers.Lambda(lambda t: t + 0.0, name="unmasked")(logits)
+    model = keras.Model(ids, logits, name="bilstm_crf" if crf else "bilstm")
+    if crf:
+        from tfbert.layers.crf import LinearChainCrf
+
+        model.crf = LinearChainCrf(num_tags, name="crf")  # tracked: its weights train
+    else:
+        model.crf = None
+    return model
+
+
+def predict_tags(model: Any, ids: np.ndarray, lengths: Sequence[int], labels: Sequence[str],
+                 batch_size: int = 64) -> list[list[str]]:
+    """Tags of each sentence from the tagger (argmax, or Viterbi with a CRF)."""
+    logits = model.predict(ids, batch_size=batch_size, verbose=0)  # [N, L, C]
+    predicted = (np.asarray(model.crf(logits, ids != PAD)) if model.crf is not None
+                 else logits.argmax(-1))
+    return [[labels[int(t)] for t in row[:n]] for row, n in zip(predicted, lengths, strict=True)]
+
+
+def train_bilstm(train: Sequence[Any], dev: Sequence[Any], test: Sequence[Any],
+                 labels: Sequence[str], epochs: int = 3, batch_size: int = 32,
+                 learning_rate: float = 2e-3, max_seq_length: int = 128, crf: bool = False,
+                 embedding_size: int = 128, lstm_units: int = 128, seed: int = 42,
+                 train_eval_examples: int = 1000) -> dict[str, Any]:
+    """Trains the BiLSTM tagger, scoring dev (and the first `train_eval_examples` training
+    sentences) after every epoch; test is scored with the best dev epoch's weights.
+
+    Args:
+        train, dev, test: sequences of tfbert.data.ner.NerExample.
+        labels: sequence of str. Tag names in id order.
+        epochs, batch_size, learning_rate: int, int, float. Adam's run.
+        max_seq_length: int. Characters of a training sentence read (its first ones).
+        crf: bool. A linear-chain CRF over the logits instead of the softmax.
+        embedding_size, lstm_units: int. Character embedding width; LSTM units per direction.
+        seed: int. Weights and data order.
+        train_eval_examples: int. Training sentences scored after each epoch (the fit).
+
+    Returns:
+        {"history": [{"epoch", "train_loss", "train_f1", "dev_f1"}], "best_epoch",
+         "num_train_steps", "dev", "test", "train_fit"} (dev/test/train_fit: entity_metrics of
+        the best epoch).
+    """
+    import keras
+    import tensorflow as tf
+
+    from tfbert.evaluation import entity_metrics
+
+    keras.utils.set_random_seed(seed)
+    vocab = char_vocab(train)
+    x, y = encode(train, vocab, labels, max_seq_length)
+    weights = (x != PAD).astype(np.float32)
+    model = bilstm_tagger(len(vocab) + 2, len(labels), embedding_size, lstm_units, crf)
+    if crf:
+        from tfbert.layers.crf import CrfLoss
+
+        loss = CrfLoss(model.crf)
+    else:  # the mean over the real characters of the batch, as run_ner averages its pieces
+        loss = keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="mean_with_sample_weight")
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss)
+    ds = (tf.data.Dataset.from_tensor_slices((x, y, weights))
+          .shuffle(len(x), seed=seed, reshuffle_each_iteration=True).batch(batch_size))
+    fit_split = train[:train_eval_examples]
+    encoded = {name: (encode(split, vocab, labels)[0], [len(e.tokens) for e in split], split)
+               for name, split in (("train", fit_split), ("dev", dev), ("test", test))}
+
+    def score(name: str) -> dict[str, Any]:
+        ids, lengths, split = encoded[name]
+        return entity_metrics([e.tags for e in split], predict_tags(model, ids, lengths, labels))
+
+    history: list[dict[str, Any]] = []
+    best: dict[str, Any] = {}
+
+    def on_epoch_end(epoch: int, logs: dict[str, Any]) -> None:
+        fit, dev_scores = score("train"), score("dev")
+        history.append({"epoch": epoch + 1, "train_loss": float(logs["loss"]),
+                        "train_f1": fit["f1"], "dev_f1": dev_scores["f1"]})
+        logger.info("epoch %d: loss %.4f, train F1 %.4f, dev F1 %.4f", epoch + 1,
+                    logs["loss"], fit["f1"], dev_scores["f1"])
+        if not best or dev_scores["f1"] > best["dev"]["f1"]:
+            best.update(epoch=epoch + 1, dev=dev_scores, train_fit=fit,
+                        weights=model.get_weights())
+
+    model.fit(ds, epochs=epochs, verbose=0, shuffle=False,  # (the dataset shuffles)
+              callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=on_epoch_end)])
+    model.set_weights(best["weights"])
+    return {"history": history, "best_epoch": best["epoch"],
+            "num_train_steps": epochs * -(-len(x) // batch_size), "dev": best["dev"],
+            "test": score("test"), "train_fit": best["train_fit"], "vocab_size": len(vocab) + 2}
+
+
+def ner_baseline(max_train_examples: int | None = None, max_eval_examples: int | None = None,
+                 **kwargs: Any) -> dict[str, Any]:
+    """The BiLSTM tagger (`train_bilstm`, whose keyword arguments it takes) on the built-in
+    People's Daily NER: the first max_train_examples training and max_eval_examples dev and
+    test sentences, as run_ner's flags of those names take them."""
+    from tfbert.data import ner
+
+    splits = {s: ner.people_daily_ner(s) for s in ("train", "dev", "test")}
+    train = splits["train"][:max_train_examples]
+    dev, test = (splits[s][:max_eval_examples] for s in ("dev", "test"))
+    result = train_bilstm(train, dev, test, list(ner.PEOPLE_DAILY_LABELS), **kwargs)
+    return {"num_train": len(train), "num_dev": len(dev), "num_test": len(test), **result}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", choices=("ner", "sentiment"), required=True)
+    parser.add_argument("--output_dir", default="output/baselines")
+    parser.add_argument("--max_train_examples", type=int, default=None)
+    parser.add_argument("--max_eval_examples", type=int, default=None)
+    parser.add_argument("--crf", action="store_true", help="ner: a CRF instead of the softmax")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--learning_rate", type=float, default=2e-3)
+    parser.add_argument("--max_seq_length", type=int, default=128,
+                        help="ner: characters of a training sentence read")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    for name in ("max_train_examples", "max_eval_examples", "epochs", "batch_size",
+                 "max_seq_length"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name} must be positive, got {value}")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    start = time.time()
+    if args.task == "sentiment":
+        from bench.studies.quality import tfidf_baseline
+
+        name = "sentiment_tfidf"
+        result = tfidf_baseline(max_train_examples=args.max_train_examples)
+    else:
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
+        name = "ner_bilstm_crf" if args.crf else "ner_bilstm"
+        result = ner_baseline(args.max_train_examples, args.max_eval_examples,
+                              epochs=args.epochs, batch_size=args.batch_size,
+                              learning_rate=args.learning_rate,
+                              max_seq_length=args.max_seq_length, crf=args.crf, seed=args.seed)
+        result["per_type_test_f1"] = {t: round(m["f1"], 4)
+                                      for t, m in result["test"]["per_type"].items()}
+    result = {"name": name, "settings": vars(args), "seconds": round(time.time() - start),
+              **result}
+    from tfbert.fileio import write_json
+
+    os.makedirs(args.output_dir, exist_ok=True)
+    path = os.path.join(args.output_dir, f"{name}.json")
+    write_json(path, result)
+    metric = "accuracy" if args.task == "sentiment" else "f1"
+    logger.info("%s: dev %s %.4f, test %.4f (%s)", name, metric, result["dev"][metric],
+                result["test"][metric], path)
+    return result
+
+
+if __name__ == "__main__":
+    main()

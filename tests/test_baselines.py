@@ -1,0 +1,51 @@
+"""bench.studies.baselines: the BiLSTM tagger learns a learnable tagging, softmax and CRF."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.studies import baselines
+from tfbert.data.ner import NerExample
+
+LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+
+
+def learnable_sentences(n: int, seed: int) -> list[NerExample]:
+    """Chinese-like character sentences: 北京 is always a LOC, 张三 always a PER, among filler
+    characters."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        words = [(c, "O") for c in rng.choice(list("的了是在有我"), size=int(rng.integers(3, 7)))]
+        for word in (("北京", "LOC"), ("张三", "PER")):
+            words.insert(int(rng.integers(0, len(words) + 1)), word)
+        chars = [c for w, _ in words for c in w]
+        tags = [t for w, e in words for t in (["O"] if e == "O" else
+                                               [f"B-{e}"] + [f"I-{e}"] * (len(w) - 1))]
+        out.append(NerExample(tuple(chars), tuple(tags), separator=""))
+    return out
+
+
+def test_encode_pads_cuts_and_maps_unknown_characters():
+    train = [NerExample(("北", "京", "的"), ("B-LOC", "I-LOC", "O"), separator="")]
+    vocab = baselines.char_vocab(train)
+    assert vocab == {"北": 2, "京": 3, "的": 4}
+    other = NerExample(("张",), ("B-PER",), separator="")
+    ids, tags = baselines.encode(train + [other], vocab, LABELS, max_length=2)
+    np.testing.assert_array_equal(ids, [[2, 3], [baselines.UNK, baselines.PAD]])
+    np.testing.assert_array_equal(tags, [[1, 2], [3, 0]])
+
+
+@pytest.mark.parametrize("crf", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_bilstm_learns_a_learnable_tagging(crf):
+    """Softmax and CRF (slow: its loops trace for seconds) tag a learnable tagging exactly."""
+    train, dev = learnable_sentences(48, 0), learnable_sentences(16, 1)
+    result = baselines.train_bilstm(train, dev, dev, LABELS, epochs=3, batch_size=16,
+                                    learning_rate=3e-2, embedding_size=16, lstm_units=16,
+                                    crf=crf, seed=0)
+    assert result["test"]["f1"] == 1.0, result["history"]
+    assert result["test"]["num_gold"] == 32
+    assert result["train_fit"]["f1"] == 1.0
+    assert [h["epoch"] for h in result["history"]] == [1, 2, 3]
+    assert result["num_train_steps"] == 3 * 3
