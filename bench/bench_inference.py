@@ -20,9 +20,18 @@ SavedModel in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 (oneDNN then reor
 weight once and keeps it; docs/serving.md: it pays for fixed-shape serving only). The family
 `tfbert-streams` times the exports with `cpu_streams` = STREAMS (each block cut into streams,
 tfbert/export/streams.py; float32 and bfloat16) in a process with one intra-op thread and
-STREAMS inter-op threads, the serving set-up those exports are made for (docs/serving.md).
+STREAMS inter-op threads, the serving set-up those exports are made for (docs/serving.md). The
+family `tfbert-onednn` times the float32 export in a process with TF_ENABLE_ONEDNN_OPTS=1
+(TensorFlow's oneDNN rewrites, on by default only on CPUs with AVX512_VNNI, AVX512_BF16 or AMX).
+
+Every export is made for this host's CPU kind (`--target_cpu`, tfbert/export/target_cpu.py; on
+a host that is not an AMX one, the `--target_cpu=amx` export is timed beside it). The result
+records the host's instruction sets ("isa") and the load average around each round.
+`--float32` leaves out the bfloat16 and int8 systems and the TFLite files; `--emulate_avx2`
+runs TensorFlow as on an AVX2-only host (bench.common.emulate_avx2; no bfloat16 systems).
 
     python -m bench.bench_inference [--quick] [--rounds 2] [--families tfbert,onnxruntime,...]
+        [--float32] [--emulate_avx2] [--results FILE]
 """
 
 from __future__ import annotations
@@ -76,49 +85,81 @@ def build_tfbert(workdir: str, config=None) -> str:
     return model_dir
 
 
-def tfbert_systems(model_dir: str, workdir: str, variant: str = "tfbert") -> dict:
+# The SavedModels the tfbert families time: directory name -> export_model arguments besides
+# target_cpu (each made once per run, by the first family that needs it). "target_amx" is the
+# AMX host's choice of forms (every fused form, no XLA), for a host of another kind.
+EXPORTS = {"bench": {}, "bench_xla": {"jit_compile": True}, "bench_target_amx": {},
+           "bench_bf16": {"dtype": "bfloat16"}, "bench_streams": {"cpu_streams": STREAMS},
+           "bench_streams_bf16": {"cpu_streams": STREAMS, "dtype": "bfloat16"}}
+
+
+def host_kind() -> str:
+    """The CPU kind the exports are made for: this host's (`tfbert.export.target_cpu`), or
+    "avx2" under `--emulate_avx2`."""
+    from bench.common import emulated
+    from tfbert.export.target_cpu import host_cpu
+
+    return emulated() or host_cpu().kind
+
+
+def _export(model_dir: str, workdir: str, name: str, **kwargs) -> str:
+    """The version folder of export `name` (EXPORTS), made now if this run has not yet."""
+    from tfbert.export import export_model
+
+    path = os.path.join(workdir, "saved_models", name, "1")
+    if not os.path.exists(path):  # (written atomically: a folder there is a whole export)
+        target = "amx" if name == "bench_target_amx" else host_kind()
+        export_model(model_dir, path, target_cpu=target, check=False, overwrite=True,
+                     **EXPORTS[name], **kwargs)
+    return path
+
+
+def tfbert_systems(model_dir: str, workdir: str, variant: str = "tfbert",
+                   float32: bool = False) -> dict:
     """serve_ids of the exported SavedModels, and the TFLite files (ids in); for the variant
     "tfbert-frozen-weights" only the float32 serve_ids, under TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1,
-    and for "tfbert-streams" only the cpu_streams export's (the caller sets this process's
-    environment: FAMILY_ENV; docs/serving.md discusses both)."""
+    for "tfbert-streams" only the cpu_streams export's, for "tfbert-onednn" the float32
+    default export (and the AMX host's form choice) under TF_ENABLE_ONEDNN_OPTS=1 (the caller
+    sets this process's environment: FAMILY_ENV; docs/serving.md and docs/performance.md
+    discuss them). Every export is made for this host's CPU kind (`host_kind`). `float32`
+    (or an emulated AVX2 host) leaves out the bfloat16 exports and the TFLite files."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer op the SavedModels hold)
 
-    from tfbert.export import export_model
+    from bench.common import emulated
 
-    export_dir = os.path.join(workdir, "saved_models", "bench", "1")
-    bf16_dir = os.path.join(workdir, "saved_models", "bench_bf16", "1")
-    xla_dir = os.path.join(workdir, "saved_models", "bench_xla", "1")
-    streams_dir = os.path.join(workdir, "saved_models", "bench_streams", "1")
-    streams_bf16_dir = os.path.join(workdir, "saved_models", "bench_streams_bf16", "1")
-    tflite_info = os.path.join(workdir, "tflite.json")
-    if not os.path.exists(tflite_info):  # exported once, reused by later rounds
-        info = export_model(model_dir, export_dir, tflite=("float32", "int8"), text_tflite=False,
-                            overwrite=True)  # (its own exports of an interrupted run)
-        export_model(model_dir, bf16_dir, dtype="bfloat16", check=False, overwrite=True)
-        export_model(model_dir, xla_dir, jit_compile=True, check=False, overwrite=True)
-        export_model(model_dir, streams_dir, cpu_streams=STREAMS, check=False, overwrite=True)
-        export_model(model_dir, streams_bf16_dir, cpu_streams=STREAMS, dtype="bfloat16",
-                     check=False, overwrite=True)
-        with open(tflite_info, "w") as f:
-            json.dump(info.get("tflite", {}), f)
-    with open(tflite_info) as f:
-        info = {"tflite": json.load(f)}
-    systems = {}
+    float32 = float32 or bool(emulated())
+    other_kind = host_kind() != "amx"
     saved_models = {
-        "tfbert-frozen-weights": ((FROZEN, export_dir),),
-        "tfbert-streams": ((STREAMED, streams_dir), (STREAMED_BF16, streams_bf16_dir)),
-    }.get(variant, (("tfbert SavedModel serve_ids", export_dir),
-                    ("tfbert SavedModel serve_ids bfloat16", bf16_dir),
-                    ("tfbert SavedModel serve_ids (XLA export)", xla_dir)))
-    for name, path in saved_models:
+        "tfbert-frozen-weights": ((FROZEN, "bench"),),
+        "tfbert-streams": ((STREAMED, "bench_streams"), (STREAMED_BF16, "bench_streams_bf16")),
+        "tfbert-onednn": ((ONEDNN, "bench"),
+                          *(((ONEDNN_AMX, "bench_target_amx"),) if other_kind else ())),
+    }.get(variant, ((OURS, "bench"), (OURS + " bfloat16", "bench_bf16"), (XLA, "bench_xla"),
+                    *(((AMX_FORMS, "bench_target_amx"),) if other_kind else ())))
+    systems = {}
+    for name, export in saved_models:
+        if float32 and "bf16" in export:
+            continue
+        path = _export(model_dir, workdir, export)
         serve_ids = tf.saved_model.load(path).signatures["serve_ids"]
         systems[name] = lambda x, f=serve_ids: f(**{k: tf.constant(v) for k, v in x.items()})
-    if variant != "tfbert":
+    if variant != "tfbert" or float32:
         return systems
-    for entry in info.get("tflite", {}).values():
-        if entry.get("inputs") == "ids":
-            systems[f"tfbert TFLite {entry['quantization']}"] = _tflite_runner(entry["path"])
+    tflite_info = os.path.join(workdir, "tflite.json")
+    if not os.path.exists(tflite_info):  # converted once, reused by later rounds
+        from tfbert.export import load_for_export
+        from tfbert.export.tflite import export_tflite
+
+        model, vocab_file, spec, _ = load_for_export(model_dir)
+        info = export_tflite(model, spec, vocab_file, os.path.join(workdir, "tflite"),
+                             ("float32", "int8"), kinds=("ids",), overwrite=True)
+        with open(tflite_info, "w") as f:
+            json.dump(info, f)
+    with open(tflite_info) as f:
+        for entry in json.load(f).values():
+            if entry.get("inputs") == "ids":
+                systems[f"tfbert TFLite {entry['quantization']}"] = _tflite_runner(entry["path"])
     return systems
 
 
@@ -149,9 +190,10 @@ def keras_hub_system(config):
     return run
 
 
-def torch_systems(model_dir: str, workdir: str, which: str = "pytorch") -> dict:
+def torch_systems(model_dir: str, workdir: str, which: str = "pytorch",
+                  float32: bool = False) -> dict:
     """which: "pytorch" (transformers eager, float32 and bfloat16) or "onnxruntime" (the same
-    weights exported to ONNX; float32 and dynamic int8)."""
+    weights exported to ONNX; float32 and dynamic int8); `float32`: the float32 systems only."""
     import torch
     import transformers
 
@@ -173,7 +215,9 @@ def torch_systems(model_dir: str, workdir: str, which: str = "pytorch") -> dict:
 
     systems = {"pytorch (transformers, eager)": run_torch}
     if which == "onnxruntime":
-        return _ort_systems(model, to_torch, workdir)
+        return _ort_systems(model, to_torch, workdir, float32)
+    if float32:
+        return systems
     try:
         model_bf16 = transformers.BertForSequenceClassification.from_pretrained(
             model_dir, num_labels=NUM_CLASSES).to(torch.bfloat16).eval()
@@ -183,7 +227,7 @@ def torch_systems(model_dir: str, workdir: str, which: str = "pytorch") -> dict:
     return systems
 
 
-def _ort_systems(model, to_torch, workdir: str) -> dict:
+def _ort_systems(model, to_torch, workdir: str, float32: bool = False) -> dict:
     import torch
 
     systems: dict = {}
@@ -201,15 +245,16 @@ def _ort_systems(model, to_torch, workdir: str) -> dict:
                                          "logits")},
                           dynamo=False)
         files = {"onnxruntime (default session)": path}
+        int8 = "onnxruntime (default session) int8"
         try:
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            files["onnxruntime (default session) int8"] = os.path.join(workdir, "model.int8.onnx")
-            quantize_dynamic(path, files["onnxruntime (default session) int8"],
-                             weight_type=QuantType.QInt8)
+            if not float32:
+                files[int8] = os.path.join(workdir, "model.int8.onnx")
+                quantize_dynamic(path, files[int8], weight_type=QuantType.QInt8)
         except Exception as e:  # the int8 row reports its own failure
-            systems["onnxruntime (default session) int8"] = e
-            files.pop("onnxruntime (default session) int8")
+            systems[int8] = e
+            files.pop(int8, None)
         for name, file in files.items():
             session = ort.InferenceSession(file, providers=["CPUExecutionProvider"])
 
@@ -224,33 +269,44 @@ def _ort_systems(model, to_torch, workdir: str) -> dict:
     return systems
 
 
-FAMILIES = ("tfbert", "tfbert-streams", "tfbert-frozen-weights", "keras-hub", "pytorch",
-            "onnxruntime")
-# Process environments per family: the thread pools a cpu_streams export is served with, and
-# the frozen-weights setting docs/serving.md discusses (it helps fixed-shape serving and hurts
-# when shapes vary)
+FAMILIES = ("tfbert", "tfbert-streams", "tfbert-frozen-weights", "tfbert-onednn", "keras-hub",
+            "pytorch", "onnxruntime")
+# Process environments per family: the thread pools a cpu_streams export is served with, the
+# frozen-weights setting docs/serving.md discusses (it helps fixed-shape serving and hurts
+# when shapes vary), and TensorFlow's oneDNN rewrites forced on (its default only on CPUs with
+# AVX512_VNNI, AVX512_BF16 or AMX)
 FAMILY_ENV = {"tfbert-streams": {"TF_NUM_INTRAOP_THREADS": "1",
                                  "TF_NUM_INTEROP_THREADS": str(STREAMS)},
-              "tfbert-frozen-weights": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"}}
+              "tfbert-frozen-weights": {"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": "1"},
+              "tfbert-onednn": {"TF_ENABLE_ONEDNN_OPTS": "1"}}
+OURS = "tfbert SavedModel serve_ids"
+XLA = "tfbert SavedModel serve_ids (XLA export)"
+AMX_FORMS = "tfbert SavedModel serve_ids (target_cpu=amx export)"
+ONEDNN = "tfbert SavedModel serve_ids, TF_ENABLE_ONEDNN_OPTS=1"
+ONEDNN_AMX = "tfbert SavedModel serve_ids (target_cpu=amx export), TF_ENABLE_ONEDNN_OPTS=1"
 FROZEN = "tfbert SavedModel serve_ids, TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1"
 STREAMED = (f"tfbert SavedModel serve_ids, cpu_streams={STREAMS} (intra-op 1, "
             f"inter-op {STREAMS})")
 STREAMED_BF16 = STREAMED.replace("serve_ids,", "serve_ids bfloat16,")
 
 
-def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[dict]:
-    """Builds one family's systems and times each at batch 1 and 32 (in this process)."""
+def time_family(family: str, model_dir: str, workdir: str, quick: bool,
+                float32: bool = False) -> list[dict]:
+    """Builds one family's systems and times each at batch 1 and 32 (in this process);
+    `float32` (or an emulated AVX2 host): the float32 systems only."""
     import tfbert
+    from bench.common import emulated
 
+    float32 = float32 or bool(emulated())
     reps = {1: 5 if quick else 10, 32: 2 if quick else 4}
     try:
         if family.startswith("tfbert"):
-            systems = tfbert_systems(model_dir, workdir, variant=family)
+            systems = tfbert_systems(model_dir, workdir, variant=family, float32=float32)
         elif family == "keras-hub":
             config = tfbert.BertConfig.from_json_file(os.path.join(model_dir, "config.json"))
             systems = {"keras-hub (XLA)": keras_hub_system(config)}
         else:
-            systems = torch_systems(model_dir, workdir, family)
+            systems = torch_systems(model_dir, workdir, family, float32)
     except Exception as e:  # reported in the table as a missing peer, not faked
         systems = {family: e}
     rows = []
@@ -267,23 +323,31 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool) -> list[
     return rows
 
 
-def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILIES) -> dict:
+def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILIES,
+        float32: bool = False) -> dict:
     """Times every family in its own process, `rounds` times in turn (the exports are made
     once); each system's figure is the median over rounds of its per-round medians, so a slow
-    spell of a shared machine hits every family alike."""
+    spell of a shared machine hits every family alike. `float32`: no bfloat16 exports and no
+    TFLite files (as under `--emulate_avx2`). The result records the host's instruction sets
+    (bench.common.isa_record), the kind the exports were made for, and `uptime`'s load before
+    and after each round."""
     import statistics
 
     import tfbert
+    from bench.common import isa_record, load_average
 
     per_round: dict[tuple, list[dict]] = {}
     errors = []
+    loads: list[list[float]] = []
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = build_tfbert(workdir, tfbert.BertConfig.from_preset(PRESET))
         for _ in range(rounds):
+            loads.append(load_average())
             for family in families:
                 out = os.path.join(workdir, f"{family}.json")
                 args = ["--family", family, "--model_dir", model_dir, "--workdir", workdir,
-                        "--out", out] + (["--quick"] if quick else [])
+                        "--out", out] + (["--quick"] if quick else []) + (
+                            ["--float32"] if float32 else [])
                 proc = run_module("bench.bench_inference", args, env=FAMILY_ENV.get(family),
                                   capture_output=True, text=True)
                 if proc.returncode != 0 or not os.path.exists(out):
@@ -294,6 +358,7 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
                     for row in json.load(f):
                         per_round.setdefault((row["system"], row["case"]), []).append(row)
                 os.remove(out)
+        loads.append(load_average())
     rows = errors
     for found in per_round.values():
         row = dict(found[0])
@@ -303,10 +368,11 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
             row["rounds_ms"] = times
         rows.append(row)
     # Peer latency / tfbert latency at the same precision (> 1: tfbert is faster).
-    ours_at = {"float32": "tfbert SavedModel serve_ids", "bfloat16":
-               "tfbert SavedModel serve_ids bfloat16", "int8": "tfbert TFLite int8"}
-    # the same exports under their process settings (FAMILY_ENV), against every peer
-    variants = {"float32": (STREAMED, FROZEN), "bfloat16": (STREAMED_BF16,), "int8": ()}
+    ours_at = {"float32": OURS, "bfloat16": OURS + " bfloat16", "int8": "tfbert TFLite int8"}
+    # the other exports and the same exports under their process settings (FAMILY_ENV),
+    # against every peer
+    variants = {"float32": (XLA, AMX_FORMS, STREAMED, FROZEN, ONEDNN, ONEDNN_AMX),
+                "bfloat16": (STREAMED_BF16,), "int8": ()}
     ratios = {}
     for case, _, _ in CASES:
         by = {r["system"][:-len(case) - 1]: r["latency_ms"] for r in rows
@@ -321,8 +387,9 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
             for variant in variants[precision]:
                 if by.get(variant):
                     ratios[f"{case} {name}/{variant} latency"] = ms / by[variant]
-    return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES, "rounds": rounds},
-            "rows": rows, "ratios": ratios}
+    return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES, "rounds": rounds,
+                       "target_cpu": host_kind()},
+            "isa": isa_record(), "load_average": loads, "rows": rows, "ratios": ratios}
 
 
 if __name__ == "__main__":
@@ -332,17 +399,32 @@ if __name__ == "__main__":
                         help="time every family this many times in turn; report medians")
     parser.add_argument("--families", default=",".join(FAMILIES),
                         help=f"comma-separated subset of {','.join(FAMILIES)}")
+    parser.add_argument("--float32", action="store_true",
+                        help="float32 systems only (no bfloat16 or int8 system, no TFLite)")
+    parser.add_argument("--emulate_avx2", action="store_true",
+                        help="run TensorFlow as on an AVX2-only host (bench.common.emulate_avx2)")
+    parser.add_argument("--results", help="also write the result JSON to this file")
     parser.add_argument("--family", choices=FAMILIES, help="(internal) time one family")
     parser.add_argument("--model_dir")
     parser.add_argument("--workdir")
     parser.add_argument("--out")
     args = parser.parse_args()
+    if args.emulate_avx2:
+        from bench.common import emulate_avx2
+
+        emulate_avx2()  # before TensorFlow loads; the family processes inherit it
     if args.family:
         with open(args.out, "w") as f:
-            json.dump(time_family(args.family, args.model_dir, args.workdir, args.quick), f)
+            json.dump(time_family(args.family, args.model_dir, args.workdir, args.quick,
+                                  args.float32), f)
     else:
         families = tuple(args.families.split(","))
         unknown = sorted(set(families) - set(FAMILIES))
         if unknown:
             parser.error(f"unknown families {unknown}; choose from {FAMILIES}")
-        print(json.dumps(run(args.quick, args.rounds, families), indent=2))
+        text = json.dumps(run(args.quick, args.rounds, families, args.float32), indent=2)
+        if args.results:
+            from tfbert.fileio import write_text
+
+            write_text(args.results, text + "\n")
+        print(text)

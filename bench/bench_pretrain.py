@@ -18,7 +18,11 @@ matmul peak.
 torch.bfloat16)`), for CPUs with AMX/AVX512-BF16; their MFU is against the measured bfloat16
 matmul peak, and they are compared with each other only.
 
-    python -m bench.bench_pretrain [--quick] [--bfloat16]
+The result records the host's instruction sets and the load average before and after the
+timed rounds. `--emulate_avx2` runs the TensorFlow systems as on an AVX2-only host
+(bench.common.emulate_avx2; not with --bfloat16).
+
+    python -m bench.bench_pretrain [--quick] [--bfloat16] [--emulate_avx2] [--results FILE]
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import numpy as np  # noqa: E402
 
 from bench.common import (  # noqa: E402
     bert_forward_flops,
+    isa_record,
+    load_average,
     matmul_peak_flops,
     matmul_peak_probe,
     run_module,
@@ -204,6 +210,7 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
                    for jit in (True, False)] if bfloat16 else []
     peaks_bf16 = []
     times: dict[str, list[float]] = {name: [] for name in steps}
+    loads = [load_average()]
     for _ in range(rounds):
         peaks.append(probe())
         peaks_bf16.extend(p() for p in probes_bf16)
@@ -212,6 +219,7 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
             for _ in range(inner):
                 step()
             times[name].append((time.perf_counter() - start) / inner)
+    loads.append(load_average())
     times.update(_torch_times(rounds, inner, bfloat16, rows))
     peak, peak_bf16 = max(peaks), max(peaks_bf16, default=None)
     for name, t in times.items():
@@ -230,6 +238,7 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
                 ratios[f"{ours}/{k}"] = by[ours]["sequences_per_s"] / v["sequences_per_s"]
     result = {"config": {**SHAPE, "seq": SEQ, "batch": BATCH, "predictions": PREDICTIONS,
                          "dtype": "float32" + (" and mixed bfloat16" if bfloat16 else "")},
+              "isa": isa_record(), "load_average": loads,
               "matmul_peak_gflops": peak / 1e9, "rows": rows, "ratios": ratios}
     if peak_bf16:
         result["matmul_peak_gflops_bfloat16"] = peak_bf16 / 1e9
@@ -282,8 +291,22 @@ if __name__ == "__main__":
     parser.add_argument("--torch_only", metavar="OUT", help="(internal) time PyTorch only")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--inner", type=int, default=2)
+    parser.add_argument("--emulate_avx2", action="store_true",
+                        help="run TensorFlow as on an AVX2-only host (bench.common.emulate_avx2)")
+    parser.add_argument("--results", help="also write the result JSON to this file")
     args = parser.parse_args()
+    if args.emulate_avx2:
+        if args.bfloat16:
+            parser.error("--bfloat16 needs AMX/AVX512-BF16; an emulated AVX2 host has neither")
+        from bench.common import emulate_avx2
+
+        emulate_avx2()  # before TensorFlow loads
     if args.torch_only:
         _time_torch(args.torch_only, args.rounds, args.inner, args.bfloat16)
     else:
-        print(json.dumps(run(args.quick, bfloat16=args.bfloat16), indent=2))
+        text = json.dumps(run(args.quick, bfloat16=args.bfloat16), indent=2)
+        if args.results:
+            from tfbert.fileio import write_text
+
+            write_text(args.results, text + "\n")
+        print(text)

@@ -1,5 +1,5 @@
 """Shared benchmark helpers: timing, child processes, the machine's measured matmul peak, BERT
-FLOP counts, profiler op times.
+FLOP counts, profiler op times, the host's instruction sets and the AVX2-host emulation.
 
 Every figure is the median of several timed repetitions after warm-up, measured in the same
 run as the peers it is compared with. Importing this module imports no TensorFlow
@@ -180,3 +180,59 @@ def op_times(logdir: str) -> collections.Counter:
 
 def machine_name() -> str:
     return f"{platform.node() or 'host'}-{os.cpu_count()}cpu"
+
+
+# What `--emulate_avx2` sets, in this process and (through os.environ) every child: oneDNN's
+# kernels capped at AVX2, XLA's CPU code generation capped at AVX2, and TensorFlow's oneDNN
+# graph rewrites off, as TensorFlow's own default leaves them on a CPU without AVX512_VNNI,
+# AVX512_BF16 or AMX (a setting already in the environment is kept). The bfloat16 systems are
+# left out under it.
+EMULATE_AVX2_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+XLA_AVX2_FLAG = "--xla_cpu_max_isa=AVX2"
+EMULATED_ENV = "TFBERT_BENCH_EMULATE"  # set to "avx2" while emulating (children inherit it)
+
+
+def emulate_avx2() -> dict[str, str]:
+    """Makes this process (before TensorFlow is imported) and its children run as on an
+    AVX2-only host, as far as environment settings can (EMULATE_AVX2_ENV, XLA_AVX2_FLAG): the
+    CPU's wider units stay visible to everything else (PyTorch, ONNX Runtime, NumPy), so peers
+    are not emulated. Returns the settings now in force."""
+    for key, value in EMULATE_AVX2_ENV.items():
+        os.environ.setdefault(key, value)
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "--xla_cpu_max_isa" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {XLA_AVX2_FLAG}".strip()
+    os.environ[EMULATED_ENV] = "avx2"
+    return {key: os.environ[key] for key in (*EMULATE_AVX2_ENV, "XLA_FLAGS", EMULATED_ENV)}
+
+
+def load_average() -> list[float]:
+    """`uptime`'s 1, 5 and 15 minute load averages (os.getloadavg), for results files."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def emulated() -> str | None:
+    """"avx2" while `emulate_avx2` is in force (here or in a parent process), else None."""
+    return os.environ.get(EMULATED_ENV) or None
+
+
+def isa_record(cpuinfo: str | None = None) -> dict:
+    """The host's instruction sets for a results file: /proc/cpuinfo's model name, its ISA
+    flags (tfbert.export.target_cpu.ISA_FLAGS: present or not), the CPU kind they make, and
+    under `--emulate_avx2` the emulated kind and the settings that emulate it.
+
+    Args:
+        cpuinfo: str or None. A /proc/cpuinfo text (None: this host's).
+    """
+    from tfbert.export.target_cpu import host_cpu, parse_cpuinfo
+
+    cpu = host_cpu() if cpuinfo is None else parse_cpuinfo(cpuinfo)
+    record = {**cpu.record(), "emulated": emulated()}
+    record["effective_kind"] = record["emulated"] or record["kind"]
+    if record["emulated"]:
+        record["emulation"] = {key: os.environ.get(key, "") for key in
+                               (*EMULATE_AVX2_ENV, "XLA_FLAGS")}
+        # not yet compared, on an AMX host, with a real AVX2 host's figures
+        record["emulation_verified"] = False
+    record["onednn_opts_env"] = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    return record

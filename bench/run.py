@@ -1,10 +1,14 @@
 """Runs every tfbert benchmark side by side with its peers, prints a table, writes JSON + a plot.
 
-    python -m bench.run [--quick] [--bfloat16] [--rounds N]
+    python -m bench.run [--quick] [--bfloat16] [--rounds N] [--emulate_avx2]
                         [--only pretrain,inference,tokenizer,pipeline,scaling]
 
 Run from the repository root. Writes bench/results/<machine>-<date>.json and .png (a run keeps
-that day's figures of the benchmarks it does not re-run). Each figure is the median of several
+that day's figures of the benchmarks it does not re-run); the file records the host's
+instruction sets ("isa": /proc/cpuinfo's model name and AVX2/AVX-512/AMX flags, the CPU kind).
+`--emulate_avx2` runs tfbert and keras-hub as on an AVX2-only host (bench.common.emulate_avx2:
+oneDNN and XLA capped at AVX2, TensorFlow's oneDNN rewrites off, no bfloat16 systems), and the
+file says so. Each figure is the median of several
 timed repetitions after warm-up; every peer is measured in this same run on this same machine.
 docs/performance.md explains the figures.
 """
@@ -19,7 +23,7 @@ import logging
 import os
 import traceback
 
-from bench.common import machine_name, matmul_peak_flops
+from bench.common import emulate_avx2, isa_record, machine_name, matmul_peak_flops
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 BENCHMARKS = {  # name -> module exposing run(quick, ...) -> dict with "rows" (and "ratios")
@@ -88,13 +92,22 @@ def main() -> None:
                         help="pretrain: add the mixed-bfloat16 systems (AMX/AVX512-BF16 CPUs)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="inference: time every family this many times in turn (medians)")
+    parser.add_argument("--emulate_avx2", action="store_true",
+                        help="run TensorFlow as on an AVX2-only host (ONEDNN_MAX_CPU_ISA=AVX2, "
+                             "XLA_FLAGS=--xla_cpu_max_isa=AVX2, TF_ENABLE_ONEDNN_OPTS=0, no "
+                             "bfloat16 systems)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.emulate_avx2:
+        if args.bfloat16:
+            parser.error("--bfloat16 needs AMX/AVX512-BF16; an emulated AVX2 host has neither")
+        logging.info("emulating an AVX2-only host: %s", emulate_avx2())
 
     peak = matmul_peak_flops()
     logging.info("float32 matmul peak: %.1f GFLOP/s", peak / 1e9)
     results = {"machine": machine_name(), "date": datetime.date.today().isoformat(),
-               "quick": args.quick, "matmul_peak_gflops": peak / 1e9, "benchmarks": {}}
+               "isa": isa_record(), "quick": args.quick, "matmul_peak_gflops": peak / 1e9,
+               "benchmarks": {}}
     for name in args.only.split(","):
         logging.info("== %s", name)
         try:

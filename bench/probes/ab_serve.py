@@ -11,11 +11,17 @@ stock Keras form or changed experimentally. The serving A/Bs of docs/performance
 - --full_last_layer: the last block at every position (not [CLS] only);
 - --packed_qkv_heads_first: Q/K/V from one kernel packed before tracing, the attention in the
   [B, N, T, D] layout (experiment);
+- --forms NAME,...: the whole forward traced under each `tfbert.ops` form set (FORM_SETS name,
+  or "avx2": the set `--target_cpu avx2` exports), with and without XLA;
 - --onnx: ONNX Runtime on the same weights.
 
     python -m bench.probes.ab_serve [--rounds 10] [--batch 1] [--stock_projections]
         [--stock_feed_forward] [--stock_layer_norm] [--stock_attention_core]
-        [--full_last_layer] [--packed_qkv_heads_first] [--onnx]
+        [--full_last_layer] [--packed_qkv_heads_first] [--forms plain,stock] [--onnx]
+        [--results FILE]
+
+`--results` also writes the medians with the host's instruction sets and the load average
+before and after the timed rounds.
 """
 
 from __future__ import annotations
@@ -27,7 +33,12 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench.bench_inference import SEQ, build_tfbert, make_inputs, torch_systems  # noqa: E402
-from bench.common import interleaved_medians, without_forms  # noqa: E402
+from bench.common import (  # noqa: E402
+    interleaved_medians,
+    isa_record,
+    load_average,
+    without_forms,
+)
 
 
 def traced_with(model, spec, cls, attr: str, replacement, jit_compile: bool = False,
@@ -47,6 +58,23 @@ def traced_with(model, spec, cls, attr: str, replacement, jit_compile: bool = Fa
     finally:
         for (owner, name, _), old in zip(patches, ours, strict=True):
             setattr(owner, name, old)
+    return fn
+
+
+def traced_under(model, spec, form_set: str, jit_compile: bool = False):
+    """The classifier forward as a tf.function traced under the `tfbert.ops` form set
+    `form_set`: a FORM_SETS name, or a target CPU kind ("avx2", ...: the set its export
+    traces under, tfbert/export/target_cpu.py)."""
+    import tensorflow as tf
+
+    from tfbert.export.target_cpu import CPU_KINDS, export_defaults
+    from tfbert.ops import use_forms
+
+    chosen = export_defaults(form_set).forms if form_set in CPU_KINDS else form_set
+    fn = tf.function(lambda x: model(x, training=False), input_signature=[spec],
+                     jit_compile=jit_compile)
+    with use_forms(chosen):
+        fn.get_concrete_function()  # traced now, under that set
     return fn
 
 
@@ -121,7 +149,12 @@ def main() -> None:
     parser.add_argument("--packed_qkv_heads_first", action="store_true",
                         help="add the forward with Q/K/V from one kernel packed outside the "
                              "forward, attention in the [B, N, T, D] layout")
+    parser.add_argument("--forms", default="",
+                        help="comma-separated tfbert.ops form sets (FORM_SETS names, or a "
+                             "--target_cpu kind: its export's set): add the forward traced "
+                             "under each, with and without XLA")
     parser.add_argument("--onnx", action="store_true", help="add ONNX Runtime (same weights)")
+    parser.add_argument("--results", help="also write the medians, ISA and load to this file")
     args = parser.parse_args()
     import tempfile
 
@@ -181,19 +214,32 @@ def main() -> None:
         _pack_qkv(model)
         fns["jit_compile=False, packed QKV heads-first"] = traced_with(
             model, spec, BertSelfAttention, "call", _heads_first_call)
+    for form_set in filter(None, args.forms.split(",")):
+        for jit in (False, True):
+            fns[f"jit_compile={jit}, forms {form_set}"] = traced_under(
+                model, spec, form_set, jit_compile=jit)
     for name, fn in fns.items():
         if "," in name:
             diff = float(tf.reduce_max(tf.abs(fn(x) - plain(x))))
             print(f"{name} vs tfbert's: max abs diff {diff:.2e}")
     calls = {name: (lambda fn=fn: fn(x).numpy()) for name, fn in fns.items()}
     if args.onnx:
-        ort = torch_systems(model_dir, workdir, "onnxruntime")["onnxruntime (default session)"]
+        ort = torch_systems(model_dir, workdir, "onnxruntime",
+                            float32=True)["onnxruntime (default session)"]
         if isinstance(ort, Exception):
             raise ort
         x_np = make_inputs(args.batch)
         calls["onnxruntime"] = lambda: ort(x_np)
+    loads = [load_average()]
     medians = interleaved_medians(calls, args.rounds)
-    print(json.dumps({name: {"latency_ms": 1e3 * t} for name, t in medians.items()}, indent=2))
+    loads.append(load_average())
+    latencies = {name: {"latency_ms": 1e3 * t} for name, t in medians.items()}
+    print(json.dumps(latencies, indent=2))
+    if args.results:
+        from tfbert.fileio import write_json
+
+        write_json(args.results, {"args": vars(args), "isa": isa_record(),
+                                  "load_average": loads, "latency": latencies})
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 
 Library entry point: `export_model(model_dir, export_dir, tflite=(...)) -> dict`.
 Modules: `saved_model` (signatures), `layout` (which version folder an export writes, what it
-may replace, kill-safe writing), `check_serving` (ops vs TF Serving releases), `tflite` (ids-in
+may replace, kill-safe writing), `target_cpu` (the serving CPU's kind and what the export picks
+for it), `check_serving` (ops vs TF Serving releases), `tflite` (ids-in
 and text-in .tflite files), `tf_text_ops` / `tf_core_ops` (op registries of the TF Serving
 releases, measured). TensorFlow and Keras load inside the functions, so `import tfbert.export`
 stays cheap.
@@ -143,8 +144,9 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
                  tflite_dir: str | None = None, text_tflite: bool = True,
                  max_seq_length: int | None = None, pair: bool | None = None,
                  check: bool = True, dtype: str = "float32",
-                 jit_compile: bool = False, trim_padding: bool = True,
-                 cpu_streams: int = 1, overwrite: bool = False) -> dict[str, Any]:
+                 jit_compile: bool | None = None, trim_padding: bool = True,
+                 cpu_streams: int | None = None, overwrite: bool = False,
+                 target_cpu: str = "auto") -> dict[str, Any]:
     """Exports a model directory as a TF Serving SavedModel (and optionally TFLite files).
 
     The export writes only what it owns (tfbert/export/layout.py). export_dir named by a number
@@ -173,14 +175,21 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
         dtype: str. The SavedModel's precision, "float32" or "bfloat16" (see
             `load_for_export`). TFLite files are always converted from the float32 model
             (their own quantizations apply).
-        jit_compile: bool. XLA-compile the model's forward in the signatures (ExportSpec);
-            TF Serving then needs --xla_cpu_compilation_enabled=true on CPU.
+        jit_compile: bool or None. XLA-compile the model's forward in the signatures
+            (ExportSpec); TF Serving then needs --xla_cpu_compilation_enabled=true on CPU.
+            None: target_cpu's choice (off when cpu_streams > 1 is given).
         trim_padding: bool. Run each request only up to its batch's last attended position
             (rounded up to a multiple of 16); see ExportSpec.trim_padding.
-        cpu_streams: int. Cut each block into this many streams for CPU serving with one
-            intra-op and `cpu_streams` inter-op threads; see ExportSpec.cpu_streams.
+        cpu_streams: int or None. Cut each block into this many streams for CPU serving with
+            one intra-op and `cpu_streams` inter-op threads; see ExportSpec.cpu_streams.
+            None: target_cpu's choice (1 when jit_compile is given true).
         overwrite: bool. Replace an earlier tfbert export in the version folder, and TFLite
             files that tfbert wrote.
+        target_cpu: str. The serving CPU's kind, "auto" (this host's), "avx2", "avx512" or
+            "amx" (tfbert/export/target_cpu.py): it picks the `tfbert.ops` form set the
+            signatures are traced under and the jit_compile and cpu_streams left None. The
+            record (assets.extra/tfbert_export.json) holds the kind, the form set and the
+            values used.
 
     Returns:
         {"export_dir" (the version folder written), "version" (its number), "replaced"
@@ -195,7 +204,11 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     'saved_models/sentiment/1'
     """
     from tfbert.export.saved_model import export_saved_model, signature_summary
+    from tfbert.export.target_cpu import export_forms, export_settings
+    from tfbert.ops import use_forms
 
+    kind, chosen = export_settings(target_cpu, jit_compile, cpu_streams)
+    jit_compile, cpu_streams = chosen.jit_compile, chosen.cpu_streams
     model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair, dtype)
     spec = dataclasses.replace(spec, jit_compile=jit_compile, trim_padding=trim_padding,
                                cpu_streams=cpu_streams)  # (replace validates them)
@@ -209,13 +222,16 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
 
         check_tflite_model(model, tuple(tflite))
         check_tflite_dir(tflite_dir, vocab_file, tuple(tflite), kinds, overwrite)
-    module, version_dir = export_saved_model(
-        model, version_dir, vocab_file, spec, overwrite=overwrite,
-        metadata={"source": os.path.abspath(model_dir), "dtype": dtype})
+    with use_forms(export_forms(kind)) as forms:  # the signatures are traced under this set
+        module, version_dir = export_saved_model(
+            model, version_dir, vocab_file, spec, overwrite=overwrite,
+            metadata={"source": os.path.abspath(model_dir), "dtype": dtype,
+                      "target_cpu": kind, "forms": dataclasses.asdict(forms)})
     result: dict[str, Any] = {
         "export_dir": version_dir, "version": int(os.path.basename(version_dir)),
         "replaced": replaced, "task": spec.task, "max_seq_length": spec.seq_length,
-        "dtype": dtype, "cpu_streams": cpu_streams,
+        "dtype": dtype, "cpu_streams": cpu_streams, "jit_compile": jit_compile,
+        "target_cpu": kind, "forms": forms.name,
         "signatures": signature_summary({
             "serving_default": module.serve_text.get_concrete_function(),
             "serve_ids": module.serve_ids.get_concrete_function()})}

@@ -17,6 +17,7 @@ import sys
 
 from tfbert.errors import run_cli
 from tfbert.export import export_model
+from tfbert.export.target_cpu import TARGET_CPUS
 
 PROG = "python -m tfbert.export"
 
@@ -70,18 +71,23 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                         help="SavedModel precision: bfloat16 runs the matmuls in bfloat16 "
                              "(fast on CPUs with AMX/AVX512-BF16 and on GPUs) (default: "
                              "%(default)s)")
-    parser.add_argument("--jit_compile", action="store_true",
+    parser.add_argument("--target_cpu", default="auto", choices=TARGET_CPUS,
+                        help="the serving CPU: avx2 (no AVX-512), avx512, amx (AMX bfloat16); "
+                             "picks the graph forms and the --jit_compile / --cpu_streams "
+                             "defaults measured fastest there (docs/performance.md) (default: "
+                             "%(default)s, this host's kind)")
+    parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=None,
                         help="XLA-compile the model's forward in the signatures (TF Serving "
-                             "then needs --xla_cpu_compilation_enabled=true; measure first: "
-                             "no faster on the CPU of bench/NOTES.md) (default: off)")
+                             "then needs --xla_cpu_compilation_enabled=true) (default: "
+                             "--target_cpu's choice)")
     parser.add_argument("--no_trim_padding", action="store_true",
                         help="run every request at the full max_seq_length instead of up to "
                              "the batch's last attended position (default: trim)")
-    parser.add_argument("--cpu_streams", type=int, default=1,
+    parser.add_argument("--cpu_streams", type=int, default=None,
                         help="cut each transformer block into this many streams for CPU "
                              "serving with one intra-op thread and this many inter-op "
                              "threads (docs/serving.md); 1: the plain graph (default: "
-                             "%(default)s)")
+                             "--target_cpu's choice)")
     return parser
 
 
@@ -95,12 +101,14 @@ def _main(argv: list[str] | None, prog: str) -> int:
         tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
         max_seq_length=args.max_seq_length, pair=args.pair, dtype=args.dtype,
         jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding,
-        cpu_streams=args.cpu_streams, overwrite=args.overwrite)
+        cpu_streams=args.cpu_streams, overwrite=args.overwrite, target_cpu=args.target_cpu)
     out = sys.stdout
     out.write(f"SavedModel: {result['export_dir']} (version {result['version']}"
               f"{', replacing the earlier export' if result['replaced'] else ''}; task "
               f"{result['task']}, max_seq_length {result['max_seq_length']}, "
               f"{result['dtype']})\n")
+    out.write(f"  for {result['target_cpu']} CPUs: forms {result['forms']}, jit_compile "
+              f"{result['jit_compile']}, cpu_streams {result['cpu_streams']}\n")
     for name, sig in result["signatures"].items():
         out.write(f"  {name}: {', '.join(sig['inputs'])} -> {', '.join(sig['outputs'])}\n")
     if result["cpu_streams"] > 1:
