@@ -202,6 +202,7 @@ def test_tiny_pretraining_learns_and_writes_results(tiny_data, tmp_path):
     assert again["global_step"] == 50 and again["examples_trained"] == 0
 
 
+@pytest.mark.slow  # fast: test_sequence_length_schedule_... resumes a crashed run exactly
 def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
     """kill -9 a real run_pretraining.py process after a checkpoint, rerun the same command:
     it ends at the requested step with the weights of an uninterrupted run."""

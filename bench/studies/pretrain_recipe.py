@@ -40,7 +40,7 @@ SINGLE = ["--phase1_seq_length=0", "--position_embedding_init=random"]
 SEQ32 = [*SINGLE, "--max_seq_length=32", "--max_predictions_per_seq=5", "--num_train_steps=4000",
          "--num_warmup_steps=400"]
 RECIPES: dict[str, dict[str, Any]] = {
-    "seq128, 10,000-step schedule (previous default)": {
+    "seq128 (previous default schedule)": {
         "flags": [*SINGLE, "--num_train_steps=10000", "--num_warmup_steps=1000",
                   "--save_checkpoints_steps=500"],
         "stop_at": 2000},
@@ -51,7 +51,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     "seq32 4 heads": {"flags": SEQ32, "model": {"num_attention_heads": 4}},
     "seq32 batch 16": {"flags": [*SEQ32, "--train_batch_size=16", "--num_train_steps=8000",
                                  "--num_warmup_steps=800", "--save_checkpoints_steps=500"]},
-    "default: 2,700 steps at 32 then 300 at 128, sinusoidal": {
+    "default (2700 steps at 32 then 300 at 128)": {
         "flags": ["--save_checkpoints_steps=500"]},
 }
 COMMON = ["--save_checkpoints_steps=250", "--keep_checkpoint_max=1", "--verbose=2"]
@@ -164,8 +164,9 @@ def plot(results: dict[str, Any], path: str) -> None:
         if not points:
             continue
         steps, minutes, loss = zip(*points, strict=True)
-        by_step.plot(steps, loss, marker=".", label=name)
-        by_time.plot(minutes, loss, marker=".", label=name)
+        line, = by_step.plot(steps, loss, marker=".", label=name)
+        if None not in minutes:  # a (length, batch) whose step time was not measured: steps only
+            by_time.plot(minutes, loss, marker=".", label=name, color=line.get_color())
     for ax, label in ((by_step, "step"), (by_time, "minutes (quiet host, step times measured)")):
         ax.axhline(5.4, color="grey", linestyle=":", linewidth=1)
         ax.set_xlabel(label)
@@ -193,7 +194,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output_dir", default="output/pretrain_recipe")
     parser.add_argument("--only", default=",".join(RECIPES),
-                        help="comma-separated recipe names (default: all)")
+                        help="comma-separated recipe names (default: all): "
+                             + ", ".join(RECIPES))
     parser.add_argument("--parallel", type=int, default=1, help="runs at a time")
     parser.add_argument("--plot_only", action="store_true",
                         help="do not run; tabulate and plot what the folders hold")
@@ -250,8 +252,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with open(json_path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
     os.replace(json_path + ".tmp", json_path)
-    if all(r["curve"] and r["curve"][0]["minutes"] is not None
-           for r in results["recipes"].values()):
+    if any(r["curve"] for r in results["recipes"].values()):
         plot(results, os.path.join(out, "pretrain_recipe.png"))
     return results
 
