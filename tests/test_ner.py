@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -300,7 +301,14 @@ def test_default_learning_rate_follows_the_model(tmp_path, chinese_vocab_file):
     assert NerConfig(bert_config_file=small, **common).learning_rate == 1e-3
     assert NerConfig(preset="bert-mini", **common).learning_rate == 1e-3
     assert NerConfig(preset="bert-base-chinese", **common).learning_rate == 5e-5
-    assert NerConfig(init_checkpoint=str(tmp_path), **common).learning_rate == 5e-5
-    assert NerConfig(init_checkpoint=str(tmp_path), bert_config_file=small,
+    # From a checkpoint: BERT's rate, but the small-model one for bert-tiny's width or less
+    # (tiny_config's hidden size is under 128; the built-in default checkpoint's is 128).
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    (wide / "config.json").write_text(json.dumps(dict(
+        json.loads(Path(small).read_text()), hidden_size=256, intermediate_size=1024)))
+    assert NerConfig(init_checkpoint=str(wide), **common).learning_rate == 5e-5
+    assert NerConfig(init_checkpoint=str(tmp_path), **common).learning_rate == 1e-3
+    assert NerConfig(init_checkpoint=str(wide), bert_config_file=small,
                      **common).learning_rate == 5e-5
     assert NerConfig(bert_config_file=small, learning_rate=3e-5, **common).learning_rate == 3e-5
