@@ -203,6 +203,7 @@ def test_run_classifier_on_tfds_pairs(tmp_path, chinese_vocab_file):
     assert set(results["test"]) >= {"accuracy", "macro_f1"}
 
 
+@pytest.mark.slow  # 17 s; fast: the single-sentence run_classifier tests
 def test_run_classifier_learns_jsonl_pairs(tmp_path, chinese_vocab_file):
     """A tiny model learns a pair task (the label depends on the word in text_b) from JSONL
     files; an unlabelled test file gets predictions only."""

@@ -615,8 +615,9 @@ def test_ner_span_decoding_follows_conlleval_for_bio_and_bioes(chinese_vocab_fil
 # --- cpu_streams ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kinds", [("classification",),
-                                   pytest.param(("ner", "qa"), marks=pytest.mark.slow)])
+@pytest.mark.parametrize("kinds", [  # 14 s each; fast: test_cpu_streams_errors (the flags)
+    pytest.param(("classification",), marks=pytest.mark.slow),
+    pytest.param(("ner", "qa"), marks=pytest.mark.slow)])
 def test_cpu_streams_export_equals_the_plain_export(kinds, export_root, chinese_vocab_file,
                                                     capsys):
     """--cpu_streams 2: the blocks' kernels are saved cut per stream in place of the originals

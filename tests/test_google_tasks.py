@@ -117,6 +117,7 @@ def test_missing_file_names_the_layout(tmp_path):
         benchmarks.read_task("xnli", str(tmp_path), "train", language="de")
 
 
+@pytest.mark.slow  # 16 s; fast: the other google-task tests read the same folders
 def test_google_command_line_mrpc(tmp_path, chinese_vocab_file):
     """google-research/bert's MRPC command (plus tfbert's tiny model) runs: eval_results.txt and
     test_results.tsv in google's formats beside results.json; TPU flags are accepted."""

@@ -111,6 +111,7 @@ def test_hidden_size_not_divisible_by_heads():
         BertEncoder(config)
 
 
+@pytest.mark.slow  # 13 s; fast: test_pretraining_loss_values_and_label_sources
 def test_pretrainer(tmp_path):
     config = tiny_config()
     model = BertPretrainer(BertEncoder(config))

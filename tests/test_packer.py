@@ -162,6 +162,7 @@ print(json.dumps(out, default=lambda x: x.tolist()))
 """
 
 
+@pytest.mark.slow  # 11 s (a TF1 graph session)
 def test_tf1_graph_mode_gives_the_same_ids():
     """With `tf.compat.v1.disable_v2_behavior()` (graph mode, a Session) the tokenizer, packer
     and preprocessor give the TF2 ids: [CLS]/[SEP] come from tf.equal, not Python `==`."""

@@ -145,6 +145,7 @@ def test_minilm_matches_transformers(minilm_dir, minilm_encoder, minilm_golden):
             assert _max_diff(ours, theirs.numpy(), mask) <= TOLERANCE
 
 
+@pytest.mark.slow  # 33 s; the fast parity tests read transformers' checkpoints
 def test_save_pretrained_is_readable_by_transformers(tmp_path):
     """A tfbert directory (with its `head.*` and tfbert.json extras) loads in transformers."""
     golden = _golden("tiny_pretraining_golden.npz")

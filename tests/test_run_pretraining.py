@@ -306,6 +306,7 @@ def test_sequence_length_schedule_bad_settings(tiny_data, tmp_path, overrides, m
         run_pretraining(_config(tiny_data, tmp_path / "bad", **overrides))
 
 
+@pytest.mark.slow  # 24 s; fast: test_training.py's test_callbacks_..._stop_on_nan
 def test_nan_loss_stops_keeps_last_good_checkpoint_and_resumes(tiny_data, tmp_path):
     out = tmp_path / "nan"
     config = _config(tiny_data, out, num_train_steps=16, save_checkpoints_steps=5,

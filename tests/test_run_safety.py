@@ -120,6 +120,7 @@ def test_kill_9_releases_the_lock_and_the_rerun_cleans_leftovers(tiny_data, tmp_
 # --- resume refuses changed settings --------------------------------------------------------
 
 
+@pytest.mark.slow  # 16 s; fast: the schedule test of test_run_pretraining.py refuses a change
 def test_resume_refuses_changed_data_settings_unless_allowed(tiny_data, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     first = run_pretraining(_config(tiny_data, out, num_train_steps=6, save_checkpoints_steps=3,

@@ -60,7 +60,7 @@ def run(layer, case: str, x, padding, full):
     return layer(x, attention_mask=padding, training=False, query_positions=positions)
 
 
-@pytest.mark.parametrize("streams", [1, 2, 4])
+@pytest.mark.parametrize("streams", [1, 2, pytest.param(4, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("case", CASES)
 def test_streamed_block_equals_the_layer(streams, case):
     layer = block()
