@@ -37,7 +37,8 @@ def test_encode_pads_cuts_and_maps_unknown_characters():
     np.testing.assert_array_equal(tags, [[1, 2], [3, 0]])
 
 
-@pytest.mark.parametrize("crf", [False, pytest.param(True, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("crf", [pytest.param(False, marks=pytest.mark.slow),  # 8 s each
+                                 pytest.param(True, marks=pytest.mark.slow)])
 def test_bilstm_learns_a_learnable_tagging(crf):
     """Softmax and CRF (slow: its loops trace for seconds) tag a learnable tagging exactly."""
     train, dev = learnable_sentences(48, 0), learnable_sentences(16, 1)

@@ -82,6 +82,7 @@ def test_config_round_trip_and_bad_size():
         LinearChainCrf(0)
 
 
+@pytest.mark.slow  # 7 s; fast: the Viterbi and loss tests above
 def test_token_classifier_crf_fits_saves_and_reloads(tmp_path):
     config = tiny_config()
     features = make_features(config, batch_size=4, seq_length=8)

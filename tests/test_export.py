@@ -320,6 +320,7 @@ print(json.dumps({"loaded": sorted(m for m in sys.modules if m.split(".")[0] in
 """
 
 
+@pytest.mark.slow  # 10 s; fast: test_serving loads the export in saved_model_cli and old TF
 def test_fresh_process_load_equals_in_process(export_root, chinese_vocab_file):
     texts = chinese_texts()
     args = {}

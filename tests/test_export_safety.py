@@ -132,6 +132,7 @@ def _model_folder(tmp_path, reference_export):
     return base
 
 
+@pytest.mark.slow  # 7 s; fast: the refusal tests of this module
 def test_model_folder_gets_the_next_version(model_dir, reference_export, tmp_path, monkeypatch,
                                             capsys):
     base = _model_folder(tmp_path, reference_export)
@@ -172,6 +173,7 @@ def test_existing_version_needs_overwrite_and_must_be_tfberts(case, model_dir, r
     assert tree(tmp_path) == before
 
 
+@pytest.mark.slow  # 8 s; fast: the refusal tests of this module
 def test_overwrite_replaces_the_version(model_dir, reference_export, tmp_path, monkeypatch,
                                         capsys):
     base = _model_folder(tmp_path, reference_export)

@@ -302,7 +302,7 @@ def _train_config(output_dir, **overrides):
     return PretrainConfig(**values)
 
 
-@pytest.mark.parametrize("static_masking", [False, True])
+@pytest.mark.parametrize("static_masking", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_run_pretraining_trains_on_google_records(tmp_path, static_masking):
     from tfbert.training.pretrain import run_pretraining
 

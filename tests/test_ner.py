@@ -251,6 +251,7 @@ def learnable_conll_lines() -> list[str]:
     return lines
 
 
+@pytest.mark.slow  # 11 s; fast: test_ner_kit's end-to-end runs on the same CoNLL lines
 def test_run_ner_learns_conll_file_and_reloads(tmp_path, chinese_vocab_file):
     """A tiny model learns a trivially learnable CoNLL file; eval-only reload gives the same F1."""
     from tfbert.tasks.ner import NerConfig, run_ner

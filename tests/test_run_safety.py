@@ -238,6 +238,7 @@ def test_corrupt_shards_refused_before_the_model_is_built(tiny_data, damaged_sha
         records.scan_records([str(other)])
 
 
+@pytest.mark.slow  # 8 s; fast: test_corrupt_shards_refused_before_the_model_is_built
 def test_skip_corrupt_trains_and_reports_what_it_skipped(tiny_data, damaged_shards, tmp_path,  # noqa: F811
                                                          caplog, capfd):
     d = damaged_shards
@@ -483,6 +484,7 @@ def _tiny_classifier_files(tmp_path, encoding: str) -> dict[str, str]:
     return paths
 
 
+@pytest.mark.slow  # 9 s; fast: test_failed_run_leaves_the_folder_as_it_was
 def test_finetuning_outputs_are_committed_with_ordinary_permissions(tmp_path, tiny_data,  # noqa: F811
                                                                      chinese_vocab_file):
     """A GBK data set read with input_encoding; results, predictions, model and manifest are
