@@ -390,10 +390,10 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
                  latest)
     phases, damaged = [], []
     if first is not None:
-        phases.append(_phase(first, first_files[0], first_files[1], config.phase1_steps,
-                             vocab_size, damaged, "phase1_"))
-    phases.append(_phase(config, train_files, eval_files, config.num_train_steps, vocab_size,
-                         damaged))
+        phases.append(_phase(first, first_paths, first_files[0], first_files[1],
+                             config.phase1_steps, vocab_size, damaged, "phase1_"))
+    phases.append(_phase(config, train_paths, train_files, eval_files, config.num_train_steps,
+                         vocab_size, damaged))
     readable = {r.path: r.bytes_read for r in damaged}
 
     # --- model, optimizer, checkpoint ---
@@ -443,6 +443,7 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
     for phase in phases:
         if progress.step >= phase.end_step:
             continue
+        history.extra = {"seq_length": phase.config.max_seq_length}  # in every entry
         _fit_phase(model, phase, progress, callbacks, strategy, vocab_file, lower_case,
                    workers, worker, meter, readable)
         if nan_guard.bad_step is not None:
@@ -534,10 +535,11 @@ class _Phase:
     end_step: int
 
 
-def _phase(config: PretrainConfig, train_files: str, eval_files: str | None, end_step: int,
-           vocab_size: int, damaged: list[records.ShardReport], flag: str = "") -> _Phase:
-    """Checks a phase's records (`_scan`; damaged shards are added to `damaged`)."""
-    train_paths = records.expand_file_pattern(train_files)
+def _phase(config: PretrainConfig, train_paths: list[str], train_files: str,
+           eval_files: str | None, end_step: int, vocab_size: int,
+           damaged: list[records.ShardReport], flag: str = "") -> _Phase:
+    """Checks a phase's records (`_scan`; damaged shards are added to `damaged`); `train_paths`
+    are `train_files` expanded."""
     eval_paths = records.expand_file_pattern(eval_files) if eval_files else []
     reports = _scan(train_paths, train_files, f"{flag}input_file", config, vocab_size)
     damaged += [r for r in reports if r.problem]
@@ -576,9 +578,6 @@ def _fit_phase(model: BertPretrainer, phase: _Phase, progress: cb.TrainingProgre
     train_ds = (strategy.distribute_datasets_from_function(make_train) if workers > 1
                 else make_train())
     progress.stop_at = phase.end_step
-    for callback in callbacks:
-        if isinstance(callback, cb.LoopHistory):
-            callback.extra = {"seq_length": config.max_seq_length}
     loops = math.ceil((phase.end_step - start) / config.steps_per_loop)
     logger.info("pretraining steps %d..%d at seq %d: %d loop(s) of %d steps, global batch %d "
                 "over %d replica(s), %d micro-batch(es) per step", start, phase.end_step,
