@@ -211,7 +211,10 @@ def test_run_ner_script_on_people_daily(tmp_path, chinese_vocab_file):
     assert results["train"]["num_examples"] == 96
     assert [h["epoch"] for h in results["train"]["history"]] == [1, 2]
     assert results["data"]["test"]["examples"] == 48
-    assert results["data"]["test"]["truncated_examples"] > 0  # 32 pieces cut some sentences
+    # Sentences longer than 30 pieces are read as windows (the default long_input), none cut.
+    test_stats = results["data"]["test"]
+    assert test_stats["long_examples"] > 0 and test_stats["windows"] > test_stats["examples"]
+    assert test_stats["truncated_examples"] == 0 and test_stats["unpredicted_tokens"] == 0
     # The results match the predictions file, scored again.
     lines = (out / "test_predictions.jsonl").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 48
@@ -290,26 +293,3 @@ def test_training_loss_averages_over_labelled_pieces_only():
     loss = float(training_loss(model)(labels, logits, sample_weight=weights))
     assert loss == pytest.approx((ce * weights).sum() / 4, rel=1e-5)
     assert loss != pytest.approx((ce * weights).mean(), rel=1e-2)  # not diluted by padding
-
-
-def test_default_learning_rate_follows_the_model(tmp_path, chinese_vocab_file):
-    """No --learning_rate: 1e-3 for a small random-init model (5e-5 tags nothing in a short
-    run), BERT's 5e-5 from a checkpoint or for a BERT-base-wide model; a given rate wins."""
-    from tfbert.tasks.ner import NerConfig
-
-    small = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)
-    common = dict(output_dir=str(tmp_path / "o"), task_name="people_daily")
-    assert NerConfig(bert_config_file=small, **common).learning_rate == 1e-3
-    assert NerConfig(preset="bert-mini", **common).learning_rate == 1e-3
-    assert NerConfig(preset="bert-base-chinese", **common).learning_rate == 5e-5
-    # From a checkpoint: BERT's rate, but the small-model one for bert-tiny's width or less
-    # (tiny_config's hidden size is under 128; the built-in default checkpoint's is 128).
-    wide = tmp_path / "wide"
-    wide.mkdir()
-    (wide / "config.json").write_text(json.dumps(dict(
-        json.loads(Path(small).read_text()), hidden_size=256, intermediate_size=1024)))
-    assert NerConfig(init_checkpoint=str(wide), **common).learning_rate == 5e-5
-    assert NerConfig(init_checkpoint=str(tmp_path), **common).learning_rate == 1e-3
-    assert NerConfig(init_checkpoint=str(wide), bert_config_file=small,
-                     **common).learning_rate == 5e-5
-    assert NerConfig(bert_config_file=small, learning_rate=3e-5, **common).learning_rate == 3e-5

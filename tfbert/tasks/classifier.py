@@ -357,7 +357,8 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
             evaluate_fn=(lambda m: score(dev, predict_logits(m, eval_ds["dev"])))
             if dev else None,
             steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
-        results["train"] = {"num_examples": len(train), "best_epoch": outcome.best_epoch,
+        results["train"] = {"learning_rate": config.learning_rate,
+                            "num_examples": len(train), "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
                             "stopped_epoch": outcome.stopped_epoch,
                             "history": outcome.history}

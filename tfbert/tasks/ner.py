@@ -39,26 +39,12 @@ from tfbert.data import ner as data
 from tfbert.errors import UserError
 from tfbert.evaluation.ner import entity_metrics, entity_spans
 from tfbert.training import finetune as ft
-from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
-from tfbert.training.model_source import checkpoint_config
 from tfbert.training.outputs import Staging, save_model
 
 logger = logging.getLogger(__name__)
 
 BUILTIN_TASKS = ("people_daily",)
-# The default peak learning rate: BERT's fine-tuning rate for a pretrained model (and for a
-# random-init one of BERT-base's width or more), and a rate at which a small model trained from
-# random initialisation learns in a few hundred steps (bench/studies/ner_diagnosis.py: a 2-layer
-# hidden-128 model tags nothing after 3 epochs at 5e-5).
-PRETRAINED_LEARNING_RATE = 5e-5
-SMALL_RANDOM_INIT_LEARNING_RATE = 1e-3
-SMALL_HIDDEN_SIZE = 768  # below this hidden_size a random-init model is "small"
-# A checkpoint this narrow (bert-tiny's width, the built-in default's) is fine-tuned at the
-# small-model rate too: from `run_pretraining.py`'s default checkpoint, 3 epochs on 3,000
-# People's Daily sentences tag nothing at 5e-5 (test F1 0.000) and reach 0.275 at 1e-3
-# (bench/studies/ner_diagnosis.py --init_checkpoint=output/pretrain_default/model).
-TINY_HIDDEN_SIZE = 128
 
 
 @dataclasses.dataclass
@@ -84,8 +70,6 @@ class NerConfig(TaskConfig):
             every piece (tfbert.data.ner.encode_examples). Predictions read the first piece.
         crf: bool. A linear-chain CRF head (trained with its negative log-likelihood, decoded
             by Viterbi). Eval-only runs take it from the saved model.
-        learning_rate: float or None. Peak learning rate; None: `default_learning_rate` (5e-5
-            from init_checkpoint, 1e-3 for a random-init model narrower than hidden 768).
     """
 
     task_name: str | None = None
@@ -98,17 +82,7 @@ class NerConfig(TaskConfig):
     doc_stride: int | None = None
     label_alignment: str = "first"
     crf: bool = False
-    learning_rate: float | None = field(
-        None, "Peak learning rate (linear warmup, then linear decay to 0). Default: 5e-5 "
-        "(BERT's fine-tuning rate) for a pretrained model (--init_checkpoint) or a random-init "
-        "one of hidden_size >= 768; 1e-3 for a random-init model of hidden_size < 768 and for a "
-        "checkpoint of hidden_size <= 128 such as run_pretraining.py's default (at 5e-5 the "
-        "built-in tiny model tags no entity after 3 epochs, from scratch or pretrained). A "
-        "value given always wins.")
-
     def __post_init__(self) -> None:
-        if self.learning_rate is None:
-            self.learning_rate = default_learning_rate(self)
         super().__post_init__()
         data.check_windows(self.max_seq_length, self.doc_stride, self.long_input,
                            self.label_alignment)
@@ -118,33 +92,6 @@ class NerConfig(TaskConfig):
                             "train_file/dev_file/test_file")
         if self.task_name and self.task_name not in BUILTIN_TASKS:
             raise UserError(f"unknown NER task {self.task_name!r}; built-in: {BUILTIN_TASKS}")
-
-
-def default_learning_rate(config: TaskConfig) -> float:
-    """The peak learning rate a run gets when none is given: PRETRAINED_LEARNING_RATE (BERT's
-    5e-5) with an init_checkpoint wider than TINY_HIDDEN_SIZE, or for random init of a model of
-    hidden_size >= 768; SMALL_RANDOM_INIT_LEARNING_RATE (1e-3) for random init of a narrower
-    model (its shape from bert_config_file or preset; neither: the run fails later for want of a
-    model anyway) and for a checkpoint of hidden_size <= TINY_HIDDEN_SIZE (the built-in
-    default's).
-
-    Example:
-    >>> default_learning_rate(NerConfig(output_dir="o", task_name="people_daily",
-    ...                                 preset="bert-base-uncased"))
-    5e-05
-    """
-    if config.init_checkpoint:
-        known = checkpoint_config(config.init_checkpoint)
-        tiny = known is not None and known.hidden_size <= TINY_HIDDEN_SIZE
-        return SMALL_RANDOM_INIT_LEARNING_RATE if tiny else PRETRAINED_LEARNING_RATE
-    if config.bert_config_file and os.path.exists(config.bert_config_file):
-        hidden = tfbert.BertConfig.from_json_file(config.bert_config_file).hidden_size
-    elif config.preset:
-        hidden = tfbert.BertConfig.from_preset(config.preset).hidden_size
-    else:
-        return PRETRAINED_LEARNING_RATE
-    return (SMALL_RANDOM_INIT_LEARNING_RATE if hidden < SMALL_HIDDEN_SIZE
-            else PRETRAINED_LEARNING_RATE)
 
 
 def load_data(config: NerConfig) -> dict[str, list[data.NerExample] | None]:

@@ -510,7 +510,8 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
             config=config.finetune_config("f1", log_dir=run.path("logs")),
             evaluate_fn=(lambda m: score("dev", threshold)[0]) if splits["dev"] else None,
             steps_per_epoch=math.ceil(len(features["train"]) / config.micro_batch_size))
-        results["train"] = {"num_examples": len(splits["train"].examples),
+        results["train"] = {"learning_rate": config.learning_rate,
+                            "num_examples": len(splits["train"].examples),
                             "num_features": len(features["train"]),
                             "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
