@@ -50,3 +50,33 @@ def test_bilstm_learns_a_learnable_tagging(crf):
     assert result["train_fit"]["f1"] == 1.0
     assert [h["epoch"] for h in result["history"]] == [1, 2, 3]
     assert result["num_train_steps"] == 3 * 3
+
+
+def test_quality_table_rows_and_gains(tmp_path):
+    """bench.studies.quality's table: one block per setup, the baseline first, each pretrained
+    row's test gain over random init in points, the CRF named, checkpoints told apart by
+    their pretraining steps (tfbert.json's global_step)."""
+    import json
+
+    from bench.studies import quality
+
+    for steps in (1000, 3000):
+        (tmp_path / str(steps)).mkdir()
+        (tmp_path / str(steps) / "tfbert.json").write_text(json.dumps({"global_step": steps}))
+    assert quality.pretraining_steps(str(tmp_path / "1000")) == 1000
+    assert quality.pretraining_steps(str(tmp_path)) is None
+    setups = {"ner_crf": quality.SETUPS["ner_crf"]}
+    f1 = lambda v: {"f1": v}  # noqa: E731
+    rows = [{"setup": "ner_crf", "start": "baseline", "model": "BiLSTM + CRF", "num_train": 3000,
+             "seconds": 60, "dev": f1(0.5), "test": f1(0.49)},
+            {"setup": "ner_crf", "start": "random_init", "pretraining_steps": 0,
+             "learning_rate": 1e-3, "num_train": 3000, "seconds": 90, "dev": f1(0.2),
+             "test": f1(0.193)},
+            {"setup": "ner_crf", "start": "pretrained", "pretraining_steps": 3000,
+             "checkpoint": "c", "learning_rate": 1e-3, "num_train": 3000, "seconds": 91,
+             "dev": f1(0.29), "test": f1(0.275)}]
+    lines = quality.markdown(rows, setups).splitlines()
+    assert len(lines) == 5 and "BiLSTM + CRF" in lines[2]
+    assert "BERT, random init + CRF | 0.001 | 90 | 20.00% | 19.30% |" in lines[3]
+    assert lines[4].endswith("| BERT, pretrained 3,000 steps + CRF | 0.001 | 91 | 29.00% | "
+                             "27.50% (+8.2) |")

@@ -114,3 +114,26 @@ def test_token_classifier_crf_fits_saves_and_reloads(tmp_path):
                                   np.where(features["input_mask"] == 1, out.argmax(-1), -1))
     with pytest.raises(Exception, match="format 'hf' cannot hold: head.crf"):
         tfbert.save_pretrained(model, str(tmp_path / "hf"), format="hf")
+
+
+def test_crf_loss_takes_a_keras_padding_mask():
+    """A Keras model whose logits carry a padding mask (Embedding(mask_zero=True)) trains with
+    CrfLoss: the mask leaves the padded positions out of each sentence's chain, as -100 labels
+    do, and one step of fit runs."""
+    keras.utils.set_random_seed(0)
+    ids = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(20, 8, mask_zero=True)(ids)
+    logits = keras.layers.Dense(3)(keras.layers.LSTM(8, return_sequences=True)(x))
+    model = keras.Model(ids, logits)
+    model.crf = LinearChainCrf(3)
+    batch = np.array([[3, 4, 5, 0, 0], [6, 7, 8, 9, 2]], "int32")
+    tags = np.array([[0, 1, 2, 1, 1], [2, 0, 0, 1, 2]], "int32")
+    out = model(batch)
+    loss = CrfLoss(model.crf)
+    ll = model.crf.log_likelihood(out, tags, batch != 0).numpy()
+    assert float(loss(tags, out)) == pytest.approx(-ll.mean(), rel=1e-5)
+    assert float(loss(np.where(batch != 0, tags, -100), out)) == pytest.approx(-ll.mean(),
+                                                                              rel=1e-5)
+    model.compile(optimizer="sgd", loss=CrfLoss(model.crf))
+    history = model.fit(batch, tags, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])

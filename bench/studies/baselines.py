@@ -29,7 +29,6 @@ import argparse
 import logging
 import os
 import time
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,13 +75,9 @@ def bilstm_tagger(vocab_size: int, num_tags: int, embedding_size: int = 128,
     ids = keras.Input((None,), dtype="int32", name="char_ids")
     x = keras.layers.Embedding(vocab_size, embedding_size, mask_zero=True)(ids)  # [B, L, E]
     x = keras.layers.Bidirectional(keras.layers.LSTM(lstm_units, return_sequences=True))(x)
-    logits = keras.layers.Dense(num_tags, name="logits")(x)  # [B, L, C]
-    # The padding mask ends here (a Lambda passes no mask on, and `t + 0` is a new tensor
-    # without Keras's mask attribute): the losses take the padding from their sample weights,
-    # and CrfLoss gives one value per sentence, which a [B, L] mask cannot weight.
-    with warnings.catch_warnings():  # (Keras warns that the Lambda ends the mask: intended)
-        warnings.simplefilter("ignore", UserWarning)
-        logits = keras.layers.Lambda(lambda t: t + 0.0, name="unmasked")(logits)
+    # [B, L, C], carrying the padding mask (the losses leave padded positions out either way:
+    # sample weights, and CrfLoss reads the mask)
+    logits = keras.layers.Dense(num_tags, name="logits")(x)
     model = keras.Model(ids, logits, name="bilstm_crf" if crf else "bilstm")
     if crf:
         from tfbert.layers.crf import LinearChainCrf

@@ -12,6 +12,8 @@ checkpoint, next to the simplest baseline trained on the same examples:
                   F1 on the first 1,000 dev and test sentences. Baseline: a character BiLSTM
                   tagger in plain Keras (`bench.studies.baselines`) on the same sentences, with
                   the same epochs, batch, length and seed.
+  ner_crf         the same with a linear-chain CRF head on both (run_ner --crf; the BiLSTM with
+                  tfbert's CRF).
 
 The BERT runs are run_classifier's and run_ner's defaults (among them the learning rate each
 picks for the model, `tfbert.training.finetune.default_learning_rate`) with the setup's data
@@ -57,6 +59,7 @@ class Setup:
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
     batch_size: int = 32
+    crf: bool = False  # NER: a linear-chain CRF head (run_ner --crf; the BiLSTM gets one too)
 
     @property
     def metric(self) -> str:
@@ -68,6 +71,8 @@ SETUPS = {
     "sentiment_1000": Setup("sentiment", max_seq_length=64, epochs=4, max_train_examples=1000),
     "ner": Setup("ner", max_seq_length=128, epochs=3, max_train_examples=3000,
                  max_eval_examples=1000),
+    "ner_crf": Setup("ner", max_seq_length=128, epochs=3, max_train_examples=3000,
+                     max_eval_examples=1000, crf=True),
 }
 STARTS = ("baseline", "random_init", "pretrained")
 
@@ -134,8 +139,9 @@ def baseline_row(name: str, setup: Setup, seed: int) -> dict[str, Any]:
 
         result = ner_baseline(setup.max_train_examples, setup.max_eval_examples,
                               epochs=setup.epochs, batch_size=setup.batch_size,
-                              max_seq_length=setup.max_seq_length, seed=seed)
-        model = f"character BiLSTM + softmax, {setup.epochs} epochs (Adam 2e-3)"
+                              max_seq_length=setup.max_seq_length, seed=seed, crf=setup.crf)
+        head = "CRF" if setup.crf else "softmax"
+        model = f"character BiLSTM + {head}, {setup.epochs} epochs (Adam 2e-3)"
     return {"setup": name, "start": "baseline", "model": model, "num_train": result["num_train"],
             "seconds": round(time.time() - t0), "dev": result["dev"], "test": result["test"],
             "details": {k: v for k, v in result.items() if k not in ("dev", "test")}}
@@ -154,7 +160,7 @@ def bert_rows(name: str, setup: Setup, starts: dict[str, dict[str, Any]], output
 
     run, config_cls, task_args = {
         "sentiment": (run_classifier, ClassifierConfig, {"task_name": "sentiment"}),
-        "ner": (run_ner, NerConfig, {"task_name": "people_daily"})}[setup.task]
+        "ner": (run_ner, NerConfig, {"task_name": "people_daily", "crf": setup.crf})}[setup.task]
     common = dict(max_seq_length=setup.max_seq_length, train_batch_size=setup.batch_size,
                   num_train_epochs=setup.epochs, max_train_examples=setup.max_train_examples,
                   max_eval_examples=setup.max_eval_examples, seed=seed, verbose=2)
@@ -199,6 +205,8 @@ def markdown(rows: list[dict[str, Any]], setups: dict[str, Setup]) -> str:
                 if steps is not None and sum(b.get("pretraining_steps") == steps
                                              for b in block) > 1:
                     model += f" ({r['checkpoint']})"
+            if setup.crf and r["start"] != "baseline":
+                model += " + CRF"
             rate = f"{r['learning_rate']:g}" if "learning_rate" in r else ""
             test = f"{r['test'][metric]:.2%}"
             if r["start"] == "pretrained" and random_init:

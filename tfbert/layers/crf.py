@@ -177,12 +177,20 @@ def _viterbi(emissions: tf.Tensor, mask: tf.Tensor, trans: tf.Tensor, start: tf.
 _viterbi_graph = tf.function(_viterbi, reduce_retracing=True)
 
 
+def _keras_mask(x: Any) -> Any:
+    """The padding mask Keras attached to `x` ([B, T], from Embedding(mask_zero=True) and the
+    layers that pass it on), or None. Keras 3 has no public getter: this is the attribute
+    keras.src.backend.get_keras_mask reads (checked on Keras 3.10-3.15)."""
+    return getattr(x, "_keras_mask", None)
+
+
 @keras.saving.register_keras_serializable(package="tfbert")
 class CrfLoss(keras.losses.Loss):
     """The CRF's negative log-likelihood of the gold tags, one value per sequence.
 
     y_true: int [B, T] tag ids; positions holding `ignore_class` (and, when fit passes a
-    sample weight [B, T], positions of weight 0) are left out of the chain. y_pred: the
+    sample weight [B, T], positions of weight 0, and those a Keras padding mask on y_pred
+    excludes) are left out of the chain. y_pred: the
     emissions [B, T, C] (a BertTokenClassifier's logits). The default reduction averages over
     the sequences of the batch.
 
@@ -210,6 +218,14 @@ class CrfLoss(keras.losses.Loss):
         if sample_weight is not None:  # a [B, T] weight: 0 leaves the position out
             y_true = ops.where(ops.cast(sample_weight, "float32") > 0,
                                ops.cast(y_true, "int32"), self.ignore_class)
+        mask = _keras_mask(y_pred)
+        if mask is not None:
+            # Keras's padding mask [B, T] (an Embedding(mask_zero=True) upstream) leaves its
+            # positions out of the chain. Keras's Loss would multiply the per-sequence loss [B]
+            # by it; `where` gives a tensor without the mask (the padded emissions are unused).
+            mask = ops.cast(mask, "bool")
+            y_true = ops.where(mask, ops.cast(y_true, "int32"), self.ignore_class)
+            y_pred = ops.where(mask[..., None], y_pred, ops.zeros_like(y_pred))
         return super().__call__(y_true, y_pred)
 
     def call(self, y_true: Any, y_pred: Any) -> Any:
