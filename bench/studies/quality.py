@@ -226,12 +226,12 @@ def plot(rows: list[dict[str, Any]], setups: dict[str, Setup], path: str) -> Non
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(setups), figsize=(5 * len(setups), 3.6), squeeze=False)
-    for ax, (name, setup) in zip(axes[0], setups.items()):
+    for ax, (name, setup) in zip(axes[0], setups.items(), strict=True):
         block = [r for r in rows if r["setup"] == name]
         points = sorted((r["pretraining_steps"], r["test"][setup.metric]) for r in block
                         if r["start"] != "baseline" and r["pretraining_steps"] is not None)
         if points:
-            ax.plot(*zip(*points), "o-", label="BERT (2 layers, hidden 128)")
+            ax.plot(*zip(*points, strict=True), "o-", label="BERT (2 layers, hidden 128)")
         for r in block:
             if r["start"] == "baseline":
                 ax.axhline(r["test"][setup.metric], color="grey", linestyle="--",

@@ -52,8 +52,8 @@ logger = logging.getLogger(__name__)
 
 # Tasks call these through this module (`ft.load_finetuned(...)`, `ft.write_results(...)`).
 __all__ = ["FinetuneConfig", "FinetuneResult", "TaskConfig", "build_model", "check_seq_length",
-           "checkpoint_vocab", "default_learning_rate", "early_stopping", "finetune", "load_finetuned", "task_run",
-           "write_results"]
+           "checkpoint_vocab", "default_learning_rate", "early_stopping", "finetune",
+           "load_finetuned", "task_run", "write_results"]
 
 EvaluateFn = Callable[[Any], dict[str, Any]]
 
@@ -309,7 +309,7 @@ SMALL_HIDDEN_SIZE = 768
 TINY_HIDDEN_SIZE = 128
 
 
-def default_learning_rate(config: "TaskConfig") -> float:
+def default_learning_rate(config: TaskConfig) -> float:
     """The peak learning rate a fine-tuning run gets when none is given.
 
     PRETRAINED_LEARNING_RATE (BERT's 5e-5) from an init_checkpoint wider than TINY_HIDDEN_SIZE
