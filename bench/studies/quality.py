@@ -300,8 +300,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if "random_init" in only:
             starts["random_init"] = {"bert_config_file": os.path.join(pretrained[0], "config.json"),
                                      "vocab_file": os.path.join(pretrained[0], "vocab.txt")}
-        if "pretrained" in only:
-            for i, path in enumerate(pretrained):
+        if "pretrained" in only:  # in order of pretraining steps (unknown last)
+            for i, path in sorted(enumerate(pretrained), key=lambda p: (
+                    pretraining_steps(p[1]) is None, pretraining_steps(p[1]) or 0, p[0])):
                 steps = pretraining_steps(path)
                 key = f"pretrained_{steps}" if steps is not None else f"pretrained_{i}"
                 starts[key if key not in starts else f"{key}_{i}"] = {"init_checkpoint": path}

@@ -1,0 +1,80 @@
+"""Interleaved A/B of the built-in default pretraining step (run_pretraining.py with no flags):
+its model (tfbert.training.pretrain.DEFAULT_MODEL over the built-in 8,000-piece vocab), batch 32,
+at each phase's length (32 tokens with 5 masked positions, 128 with 20), XLA on and off, float32.
+
+One step of each system in turn for several rounds, so that machine load hits every system
+alike; prints (and with --results writes) each system's median step time, the ratio XLA / no
+XLA per length, the host's ISA record and load averages.
+
+    python -m bench.probes.ab_pretrain_builtin [--rounds 30] [--results FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from bench.bench_pretrain import synthetic_batch  # noqa: E402
+from bench.common import isa_record, load_average  # noqa: E402
+
+VOCAB = 8000  # the built-in vocab's size (builtin_data.write_vocab)
+PHASES = {32: 5, 128: 20}  # sequence length: masked positions per sequence (the defaults')
+
+
+def builtin_step(batch: dict, jit_compile: bool):
+    """The default run's train step: its model, tfbert's AdamW, float32."""
+    from tfbert import BertConfig, BertEncoder, BertPretrainer
+    from tfbert.training.optimization import AdamW
+    from tfbert.training.pretrain import DEFAULT_MODEL
+
+    model = BertPretrainer(BertEncoder(BertConfig(vocab_size=VOCAB, **DEFAULT_MODEL)))
+    model.compile(optimizer=AdamW(learning_rate=1e-3), jit_compile=jit_compile)
+    return lambda: model.train_on_batch(batch)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--results", default=None, help="write the figures (JSON) here")
+    args = parser.parse_args()
+    steps = {}
+    for seq, predictions in PHASES.items():
+        batch = synthetic_batch(seq=seq, batch=args.batch, predictions=predictions, vocab=VOCAB)
+        for jit in (True, False):
+            name = f"seq{seq}-{'xla' if jit else 'no-xla'}"
+            steps[name] = builtin_step(batch, jit)
+            for _ in range(args.warmup):
+                steps[name]()
+    load_before = load_average()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(args.rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    result: dict = {name: {"step_ms": round(1e3 * statistics.median(t), 2),
+                           "quartiles_ms": [round(1e3 * q, 2)
+                                            for q in statistics.quantiles(t, n=4)]}
+                    for name, t in times.items()}
+    for seq in PHASES:
+        result[f"seq{seq} no-xla/xla"] = round(result[f"seq{seq}-no-xla"]["step_ms"]
+                                               / result[f"seq{seq}-xla"]["step_ms"], 3)
+    result.update(rounds=args.rounds, batch=args.batch, isa=isa_record(),
+                  load_average={"before": load_before, "after": load_average()})
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.results:
+        with open(args.results + ".tmp", "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(args.results + ".tmp", args.results)
+
+
+if __name__ == "__main__":
+    main()
