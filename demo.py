@@ -93,9 +93,10 @@ def main() -> None:
     parser.add_argument("--output_dir", default="output/demo")
     parser.add_argument("--export_dir", default="saved_models/sentiment/1")
     parser.add_argument("--num_train_epochs", type=float, default=4.0)
-    parser.add_argument("--learning_rate", type=float, default=1e-3,
-                        help="both starts' rate: the best of 1e-4 / 3e-4 / 1e-3 on dev for each "
-                             "(README, \"make demo\"); 2e-3 diverges from the pretrained start")
+    parser.add_argument("--learning_rate", type=float, default=None,
+                        help="both starts' rate; default: run_classifier's for the model (1e-3 "
+                             "for this one, the best of 1e-4 / 3e-4 / 1e-3 on dev for each "
+                             "start; 2e-3 diverges from the pretrained start)")
     parser.add_argument("--max_seq_length", type=int, default=64,
                         help="fine-tuning sequence length (the median review is 46 characters)")
     args = parser.parse_args()

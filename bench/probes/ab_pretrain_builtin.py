@@ -1,6 +1,7 @@
 """Interleaved A/B of the built-in default pretraining step (run_pretraining.py with no flags):
 its model (tfbert.training.pretrain.DEFAULT_MODEL over the built-in 8,000-piece vocab), batch 32,
-at each phase's length (32 tokens with 5 masked positions, 128 with 20), XLA on and off, float32.
+at each phase's length (32 tokens with 5 masked positions, 128 with 20), XLA on and off, float32;
+and the fine-tuning step of run_ner.py on that model (BertTokenClassifier, 7 tags, 128 tokens).
 
 One step of each system in turn for several rounds, so that machine load hits every system
 alike; prints (and with --results writes) each system's median step time, the ratio XLA / no
@@ -37,6 +38,23 @@ def builtin_step(batch: dict, jit_compile: bool):
     return lambda: model.train_on_batch(batch)
 
 
+def ner_step(batch: dict, jit_compile: bool):
+    """run_ner's train step on the default model: 7 tags, loss over the weighted positions."""
+    import numpy as np
+
+    from tfbert import BertConfig, BertEncoder, BertTokenClassifier
+    from tfbert.training.optimization import AdamW
+    from tfbert.training.pretrain import DEFAULT_MODEL
+
+    model = BertTokenClassifier(BertEncoder(BertConfig(vocab_size=VOCAB, **DEFAULT_MODEL)),
+                                num_classes=7)
+    model.compile(optimizer=AdamW(learning_rate=1e-3), jit_compile=jit_compile)
+    features = {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    labels = np.random.default_rng(0).integers(0, 7, batch["input_ids"].shape).astype("int32")
+    weights = batch["input_mask"].astype("float32")
+    return lambda: model.train_on_batch(features, labels, sample_weight=weights)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
@@ -52,6 +70,12 @@ def main() -> None:
             steps[name] = builtin_step(batch, jit)
             for _ in range(args.warmup):
                 steps[name]()
+    ner_batch = synthetic_batch(seq=128, batch=args.batch, predictions=20, vocab=VOCAB)
+    for jit in (True, False):
+        name = f"ner-seq128-{'xla' if jit else 'no-xla'}"
+        steps[name] = ner_step(ner_batch, jit)
+        for _ in range(args.warmup):
+            steps[name]()
     load_before = load_average()
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(args.rounds):
@@ -63,9 +87,9 @@ def main() -> None:
                            "quartiles_ms": [round(1e3 * q, 2)
                                             for q in statistics.quantiles(t, n=4)]}
                     for name, t in times.items()}
-    for seq in PHASES:
-        result[f"seq{seq} no-xla/xla"] = round(result[f"seq{seq}-no-xla"]["step_ms"]
-                                               / result[f"seq{seq}-xla"]["step_ms"], 3)
+    for prefix in [f"seq{seq}" for seq in PHASES] + ["ner-seq128"]:
+        result[f"{prefix} no-xla/xla"] = round(result[f"{prefix}-no-xla"]["step_ms"]
+                                               / result[f"{prefix}-xla"]["step_ms"], 3)
     result.update(rounds=args.rounds, batch=args.batch, isa=isa_record(),
                   load_average={"before": load_before, "after": load_average()})
     text = json.dumps(result, indent=2)
