@@ -45,6 +45,7 @@ from typing import Any
 
 from tfbert.data import classification as cls_data
 from tfbert.evaluation.classification import classification_metrics
+from tfbert.training.finetune import TaskConfig
 
 logger = logging.getLogger("quality")
 
@@ -177,11 +178,45 @@ def bert_rows(name: str, setup: Setup, starts: dict[str, dict[str, Any]], output
                          "test": result["test"], "num_train": result["train"]["num_examples"]})
         best = max(runs, key=lambda r: r["dev"][setup.metric])
         checkpoint = start_args.get("init_checkpoint")
+        source = checkpoint or "random init from " + os.path.dirname(
+            start_args["bert_config_file"])
+        best["command"] = command_line(setup, source, seed,
+                                       None if learning_rates == [None] else
+                                       best["learning_rate"])
         rows.append({"setup": name, "start": start, "checkpoint": checkpoint,
                      "pretraining_steps": pretraining_steps(checkpoint) if checkpoint else 0,
                      **best, "dev_by_learning_rate": {
                          f"{r['learning_rate']:g}": r["dev"][setup.metric] for r in runs}})
     return rows
+
+
+def command_line(setup: Setup, start: str, seed: int, learning_rate: float | None = None) -> str:
+    """The run_classifier.py / run_ner.py command line that trains a BERT row of `setup` from
+    `start` (a checkpoint folder, or "random init from CHECKPOINT": its config and vocab)."""
+    script, task = (("run_ner.py", "people_daily") if setup.task == "ner"
+                    else ("run_classifier.py", "sentiment"))
+    flags = [f"--task_name={task}"]
+    defaults = TaskConfig(output_dir="o")
+    for flag, value, default in (
+            ("max_seq_length", setup.max_seq_length, defaults.max_seq_length),
+            ("num_train_epochs", setup.epochs, defaults.num_train_epochs),
+            ("train_batch_size", setup.batch_size, defaults.train_batch_size),
+            ("max_train_examples", setup.max_train_examples, None),
+            ("max_eval_examples", setup.max_eval_examples, None),
+            ("seed", seed, defaults.seed)):
+        if value is not None and value != default:
+            flags.append(f"--{flag}={value}")
+    if setup.crf:
+        flags.append("--crf")
+    if learning_rate is not None:
+        flags.append(f"--learning_rate={learning_rate:g}")
+    if start.startswith("random init from "):
+        checkpoint = start[len("random init from "):]
+        flags += [f"--bert_config_file={checkpoint}/config.json",
+                  f"--vocab_file={checkpoint}/vocab.txt"]
+    else:
+        flags.append(f"--init_checkpoint={start}")
+    return f"python {script} {' '.join(flags)} --output_dir=OUT"
 
 
 def markdown(rows: list[dict[str, Any]], setups: dict[str, Setup]) -> str:
@@ -265,7 +300,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  "batch_size"):
         parser.add_argument(f"--{name}", type=int, default=None,
                             help="overrides the setups' value")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--seed", type=int, default=TaskConfig.seed,
+                        help="every run's seed (default: the run_* scripts' own)")
     parser.add_argument("--plot", default=None, help="write the score-against-pretraining-steps "
                                                      "figure (PNG) here")
     args = parser.parse_args(argv)
@@ -318,6 +354,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                "settings": vars(args)}
     os.makedirs(args.output_dir, exist_ok=True)
     table = markdown(rows, setups)
+    commands = []
+    for r in rows:
+        if "command" in r:
+            steps = f" {r['pretraining_steps']} steps" if r["start"] == "pretrained" else ""
+            commands.append(f"- {r['setup']}, {r['start'].replace('_', ' ')}{steps}: "
+                            f"`{r['command']}`")
+    if commands:
+        table += "\nEach BERT row is this command line (the script's defaults otherwise):\n\n"
+        table += "\n".join(commands) + "\n"
     for filename, text in (("quality.json", json.dumps(results, indent=2, sort_keys=True,
                                                        ensure_ascii=False)),
                            ("quality.md", table)):
