@@ -260,8 +260,12 @@ def plot(rows: list[dict[str, Any]], setups: dict[str, Setup], path: str) -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(setups), figsize=(5 * len(setups), 3.6), squeeze=False)
-    for ax, (name, setup) in zip(axes[0], setups.items(), strict=True):
+    columns = min(2, len(setups))
+    grid = -(-len(setups) // columns)
+    fig, axes = plt.subplots(grid, columns, figsize=(5.5 * columns, 3.8 * grid), squeeze=False)
+    for ax in axes.flat[len(setups):]:
+        ax.set_visible(False)
+    for ax, (name, setup) in zip(axes.flat, setups.items(), strict=False):
         block = [r for r in rows if r["setup"] == name]
         points = sorted((r["pretraining_steps"], r["test"][setup.metric]) for r in block
                         if r["start"] != "baseline" and r["pretraining_steps"] is not None)
@@ -304,7 +308,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="every run's seed (default: the run_* scripts' own)")
     parser.add_argument("--plot", default=None, help="write the score-against-pretraining-steps "
                                                      "figure (PNG) here")
+    parser.add_argument("--replot", action="store_true",
+                        help="train nothing: redraw the table (and --plot) from "
+                             "OUTPUT_DIR/quality.json")
     args = parser.parse_args(argv)
+    if args.replot:
+        with open(os.path.join(args.output_dir, "quality.json"), encoding="utf-8") as f:
+            saved = json.load(f)
+        order = [n for n in SETUPS if n in saved["setups"]]  # (the file's keys are sorted)
+        order += [n for n in saved["setups"] if n not in order]
+        setups = {n: Setup(**saved["setups"][n]) for n in order}
+        if args.plot:
+            plot(saved["rows"], setups, args.plot)
+        print(markdown(saved["rows"], setups))
+        return saved
     names = [x.strip() for x in args.setups.split(",") if x.strip()]
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     pretrained = [x.strip() for x in args.pretrained.split(",") if x.strip()]
