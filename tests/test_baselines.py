@@ -80,3 +80,21 @@ def test_quality_table_rows_and_gains(tmp_path):
     assert "BERT, random init + CRF | 0.001 | 90 | 20.00% | 19.30% |" in lines[3]
     assert lines[4].endswith("| BERT, pretrained 3,000 steps + CRF | 0.001 | 91 | 29.00% | "
                              "27.50% (+8.2) |")
+
+
+def test_quality_rows_name_the_command_line_that_reproduces_them():
+    """Each BERT row of the quality table is the run_* script with its defaults and only the
+    setup's data flags (python run_ner.py with the line below gives the table's ner row of
+    the default checkpoint to every digit)."""
+    from bench.studies import quality
+
+    ner = quality.command_line(quality.SETUPS["ner"], "output/pretrain_default/model", 12345)
+    assert ner == ("python run_ner.py --task_name=people_daily --max_train_examples=3000 "
+                   "--max_eval_examples=1000 --init_checkpoint=output/pretrain_default/model "
+                   "--output_dir=OUT")
+    scratch = quality.command_line(quality.SETUPS["sentiment_1000"], "random init from ckpt", 7,
+                                   learning_rate=3e-4)
+    assert scratch == ("python run_classifier.py --task_name=sentiment --max_seq_length=64 "
+                       "--num_train_epochs=4 --max_train_examples=1000 --seed=7 "
+                       "--learning_rate=0.0003 --bert_config_file=ckpt/config.json "
+                       "--vocab_file=ckpt/vocab.txt --output_dir=OUT")
