@@ -82,6 +82,7 @@ class NerConfig(TaskConfig):
     doc_stride: int | None = None
     label_alignment: str = "first"
     crf: bool = False
+
     def __post_init__(self) -> None:
         super().__post_init__()
         data.check_windows(self.max_seq_length, self.doc_stride, self.long_input,

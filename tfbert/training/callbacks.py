@@ -79,13 +79,14 @@ class TrainingProgress(keras.callbacks.Callback):
         self._batches = 0
         self._first_end: tuple[float, int] | None = None
         self._last_end: tuple[float, int] | None = None
+        self._fit_start: tuple[float, int] | None = None  # (time, step) when this fit began
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         self._fit_start = (time.perf_counter(), self.step)
 
     def eta(self) -> str:
         """Time left to `stop_at` at this `fit`'s rate so far ("4m05s"; "" when unknown)."""
-        started = getattr(self, "_fit_start", None)
+        started = self._fit_start
         if self.stop_at is None or started is None or self.step <= started[1]:
             return ""
         seconds = (time.perf_counter() - started[0]) / (self.step - started[1]) * max(
@@ -281,6 +282,6 @@ class LoopHistory(keras.callbacks.Callback):
         scores = " ".join(f"{k} {entry[k]:.4f}" for k in ("val_mlm_loss",
                                                           "val_masked_lm_accuracy",
                                                           "mlm_loss") if k in entry)
-        stop = self.progress.stop_at
+        stop, eta = self.progress.stop_at, self.progress.eta()
         logger.info("step %d%s %s%s", self.progress.step, f"/{stop}" if stop else "", scores,
-                    f", ETA {self.progress.eta()}" if self.progress.eta() else "")
+                    f", ETA {eta}" if eta else "")
