@@ -44,15 +44,11 @@ def resolve_precision(mixed_precision: str) -> str:
     return "bfloat16" if "amx_bf16" in _cpu_flags() else "float32"
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:  # not Linux: no AMX detection, float32
-        pass
-    return set()
+def _cpu_flags() -> frozenset[str]:
+    """This host's /proc/cpuinfo flags (none off Linux: no AMX detection, float32)."""
+    from tfbert.export.target_cpu import host_cpu  # (TensorFlow-free, cached)
+
+    return host_cpu().flags
 
 
 @contextlib.contextmanager
