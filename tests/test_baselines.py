@@ -88,12 +88,14 @@ def test_quality_rows_name_the_command_line_that_reproduces_them():
     the default checkpoint to every digit)."""
     from bench.studies import quality
 
-    ner = quality.command_line(quality.SETUPS["ner"], "output/pretrain_default/model", 12345)
+    ner = quality.command_line(quality.SETUPS["ner"],
+                               {"init_checkpoint": "output/pretrain_default/model"}, 12345)
     assert ner == ("python run_ner.py --task_name=people_daily --max_train_examples=3000 "
                    "--max_eval_examples=1000 --init_checkpoint=output/pretrain_default/model "
                    "--output_dir=OUT")
-    scratch = quality.command_line(quality.SETUPS["sentiment_1000"], "random init from ckpt", 7,
-                                   learning_rate=3e-4)
+    scratch = quality.command_line(quality.SETUPS["sentiment_1000"],
+                                   {"bert_config_file": "ckpt/config.json",
+                                    "vocab_file": "ckpt/vocab.txt"}, 7, learning_rate=3e-4)
     assert scratch == ("python run_classifier.py --task_name=sentiment --max_seq_length=64 "
                        "--num_train_epochs=4 --max_train_examples=1000 --seed=7 "
                        "--learning_rate=0.0003 --bert_config_file=ckpt/config.json "

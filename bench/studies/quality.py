@@ -178,9 +178,7 @@ def bert_rows(name: str, setup: Setup, starts: dict[str, dict[str, Any]], output
                          "test": result["test"], "num_train": result["train"]["num_examples"]})
         best = max(runs, key=lambda r: r["dev"][setup.metric])
         checkpoint = start_args.get("init_checkpoint")
-        source = checkpoint or "random init from " + os.path.dirname(
-            start_args["bert_config_file"])
-        best["command"] = command_line(setup, source, seed,
+        best["command"] = command_line(setup, start_args, seed,
                                        None if learning_rates == [None] else
                                        best["learning_rate"])
         rows.append({"setup": name, "start": start, "checkpoint": checkpoint,
@@ -190,9 +188,11 @@ def bert_rows(name: str, setup: Setup, starts: dict[str, dict[str, Any]], output
     return rows
 
 
-def command_line(setup: Setup, start: str, seed: int, learning_rate: float | None = None) -> str:
+def command_line(setup: Setup, start: dict[str, Any], seed: int,
+                 learning_rate: float | None = None) -> str:
     """The run_classifier.py / run_ner.py command line that trains a BERT row of `setup` from
-    `start` (a checkpoint folder, or "random init from CHECKPOINT": its config and vocab)."""
+    `start` (the task config's start arguments: init_checkpoint, or bert_config_file and
+    vocab_file for random init)."""
     script, task = (("run_ner.py", "people_daily") if setup.task == "ner"
                     else ("run_classifier.py", "sentiment"))
     flags = [f"--task_name={task}"]
@@ -210,12 +210,7 @@ def command_line(setup: Setup, start: str, seed: int, learning_rate: float | Non
         flags.append("--crf")
     if learning_rate is not None:
         flags.append(f"--learning_rate={learning_rate:g}")
-    if start.startswith("random init from "):
-        checkpoint = start[len("random init from "):]
-        flags += [f"--bert_config_file={checkpoint}/config.json",
-                  f"--vocab_file={checkpoint}/vocab.txt"]
-    else:
-        flags.append(f"--init_checkpoint={start}")
+    flags += [f"--{name}={value}" for name, value in start.items()]
     return f"python {script} {' '.join(flags)} --output_dir=OUT"
 
 
