@@ -95,9 +95,9 @@ def main() -> None:
     text = json.dumps(result, indent=2)
     print(text)
     if args.results:
-        with open(args.results + ".tmp", "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        os.replace(args.results + ".tmp", args.results)
+        from tfbert.fileio import write_text
+
+        write_text(args.results, text + "\n")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ import sys
 import time
 from typing import Any
 
+from tfbert.fileio import write_text
+
 logger = logging.getLogger("pretrain_recipe")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -249,9 +251,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             logger.info("%-32s step %5d: eval MLM loss %.3f, accuracy %.1f%%", name,
                         last["step"], last["val_mlm_loss"],
                         100 * last["val_masked_lm_accuracy"])
-    with open(json_path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=1)
-    os.replace(json_path + ".tmp", json_path)
+    write_text(json_path, json.dumps(results, indent=1))
     if any(r["curve"] for r in results["recipes"].values()):
         plot(results, os.path.join(out, "pretrain_recipe.png"))
     return results

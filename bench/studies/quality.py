@@ -45,6 +45,7 @@ from typing import Any
 
 from tfbert.data import classification as cls_data
 from tfbert.evaluation.classification import classification_metrics
+from tfbert.fileio import write_json, write_text
 from tfbert.training.finetune import TaskConfig
 
 logger = logging.getLogger("quality")
@@ -375,13 +376,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if commands:
         table += "\nEach BERT row is this command line (the script's defaults otherwise):\n\n"
         table += "\n".join(commands) + "\n"
-    for filename, text in (("quality.json", json.dumps(results, indent=2, sort_keys=True,
-                                                       ensure_ascii=False)),
-                           ("quality.md", table)):
-        path = os.path.join(args.output_dir, filename)
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
+    write_json(os.path.join(args.output_dir, "quality.json"), results)
+    write_text(os.path.join(args.output_dir, "quality.md"), table)
     if args.plot:
         plot(rows, setups, args.plot)
     print(table)
