@@ -214,8 +214,9 @@ def per_core(quick: bool = False) -> dict:
                              "examples_per_cpu_second": made / cpu,
                              "examples_per_wall_second": made / wall,
                              "records": sum(counts)})
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                  if line.startswith("model name")), platform.processor())
+    from tfbert.export.target_cpu import host_cpu
+
+    model = host_cpu().model_name or platform.processor()
     return {"cpu": model, "load_average": os.getloadavg(), "rows": rows}
 
 

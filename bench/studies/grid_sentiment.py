@@ -86,14 +86,9 @@ def run(command: list[str], output_dir: str) -> float:
 
 
 def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from tfbert.export.target_cpu import host_cpu
+
+    return host_cpu().model_name or platform.processor() or "unknown"
 
 
 def main() -> None:
