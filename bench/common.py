@@ -190,13 +190,18 @@ def machine_name() -> str:
 EMULATE_AVX2_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "TF_ENABLE_ONEDNN_OPTS": "0"}
 XLA_AVX2_FLAG = "--xla_cpu_max_isa=AVX2"
 EMULATED_ENV = "TFBERT_BENCH_EMULATE"  # set to "avx2" while emulating (children inherit it)
+EMULATION_LIMITS = ("XLA-compiled systems (keras-hub's, the --jit_compile export, jit_compile "
+                    "steps, the matmul peak probe) run their dots at the host's full ISA: "
+                    "--xla_cpu_max_isa does not restrict them; PyTorch and ONNX Runtime are "
+                    "not emulated")
 
 
 def emulate_avx2() -> dict[str, str]:
     """Makes this process (before TensorFlow is imported) and its children run as on an
     AVX2-only host, as far as environment settings can (EMULATE_AVX2_ENV, XLA_AVX2_FLAG): the
     CPU's wider units stay visible to everything else (PyTorch, ONNX Runtime, NumPy), so peers
-    are not emulated. Returns the settings now in force."""
+    are not emulated, and XLA's dots ignore the ISA limit (EMULATION_LIMITS): only TensorFlow's
+    graph kernels run as on an AVX2 host. Returns the settings now in force."""
     for key, value in EMULATE_AVX2_ENV.items():
         os.environ.setdefault(key, value)
     flags = os.environ.get("XLA_FLAGS", "")
@@ -232,7 +237,8 @@ def isa_record(cpuinfo: str | None = None) -> dict:
     if record["emulated"]:
         record["emulation"] = {key: os.environ.get(key, "") for key in
                                (*EMULATE_AVX2_ENV, "XLA_FLAGS")}
-        # not yet compared, on an AMX host, with a real AVX2 host's figures
-        record["emulation_verified"] = False
+        # Compared with a real AVX2 EPYC's figures on an AVX-512 EPYC (docs/performance.md,
+        # "Emulating an AVX2 host"): TensorFlow's graph is emulated, XLA's dots are not.
+        record["emulation_limits"] = EMULATION_LIMITS
     record["onednn_opts_env"] = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
     return record

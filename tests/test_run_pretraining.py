@@ -71,6 +71,8 @@ def test_auto_precision_follows_the_hardware(monkeypatch):
         assert runtime.resolve_precision(name) == name
     monkeypatch.setattr(runtime, "_cpu_flags", lambda: {"avx512f", "amx_bf16", "amx_tile"})
     assert runtime.resolve_precision("auto") == "bfloat16"
+    monkeypatch.setattr(runtime, "_cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    assert runtime.resolve_precision("auto") == "bfloat16"
     monkeypatch.setattr(runtime, "_cpu_flags", lambda: {"avx512f", "avx2"})
     assert runtime.resolve_precision("auto") == "float32"
     with pytest.raises(ValueError, match="mixed_precision must be one of"):

@@ -184,4 +184,4 @@ def test_bench_isa_record_and_avx2_emulation(monkeypatch):
     assert (record["kind"], record["effective_kind"], record["emulated"]) == ("amx", "avx2",
                                                                               "avx2")
     assert record["emulation"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
-    assert record["emulation_verified"] is False
+    assert record["emulation_limits"] == common.EMULATION_LIMITS

@@ -2,12 +2,14 @@
 its model (tfbert.training.pretrain.DEFAULT_MODEL over the built-in 8,000-piece vocab), batch 32,
 at each phase's length (32 tokens with 5 masked positions, 128 with 20), XLA on and off, float32;
 and the fine-tuning step of run_ner.py on that model (BertTokenClassifier, 7 tags, 128 tokens).
+With --bfloat16, also the pretraining steps in mixed bfloat16 without XLA (what
+`--mixed_precision bfloat16` and `BertPretrainer.compile`'s jit_compile="auto" run on a CPU).
 
 One step of each system in turn for several rounds, so that machine load hits every system
 alike; prints (and with --results writes) each system's median step time, the ratio XLA / no
 XLA per length, the host's ISA record and load averages.
 
-    python -m bench.probes.ab_pretrain_builtin [--rounds 30] [--results FILE]
+    python -m bench.probes.ab_pretrain_builtin [--rounds 30] [--bfloat16] [--results FILE]
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ VOCAB = 8000  # the built-in vocab's size (builtin_data.write_vocab)
 PHASES = {32: 5, 128: 20}  # sequence length: masked positions per sequence (the defaults')
 
 
-def builtin_step(batch: dict, jit_compile: bool):
-    """The default run's train step: its model, tfbert's AdamW, float32."""
+def builtin_step(batch: dict, jit_compile: bool, policy: str = "float32"):
+    """The default run's train step: its model, tfbert's AdamW, in the Keras dtype `policy`."""
     from tfbert import BertConfig, BertEncoder, BertPretrainer
     from tfbert.training.optimization import AdamW
     from tfbert.training.pretrain import DEFAULT_MODEL
+    from tfbert.training.runtime import dtype_policy
 
-    model = BertPretrainer(BertEncoder(BertConfig(vocab_size=VOCAB, **DEFAULT_MODEL)))
+    with dtype_policy(policy):
+        model = BertPretrainer(BertEncoder(BertConfig(vocab_size=VOCAB, **DEFAULT_MODEL)))
     model.compile(optimizer=AdamW(learning_rate=1e-3), jit_compile=jit_compile)
     return lambda: model.train_on_batch(batch)
 
@@ -60,6 +64,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--bfloat16", action="store_true",
+                        help="add the mixed-bfloat16 pretraining steps (no XLA)")
     parser.add_argument("--results", default=None, help="write the figures (JSON) here")
     args = parser.parse_args()
     steps = {}
@@ -68,6 +74,11 @@ def main() -> None:
         for jit in (True, False):
             name = f"seq{seq}-{'xla' if jit else 'no-xla'}"
             steps[name] = builtin_step(batch, jit)
+            for _ in range(args.warmup):
+                steps[name]()
+        if args.bfloat16:
+            name = f"seq{seq}-bfloat16"
+            steps[name] = builtin_step(batch, False, "bfloat16")
             for _ in range(args.warmup):
                 steps[name]()
     ner_batch = synthetic_batch(seq=128, batch=args.batch, predictions=20, vocab=VOCAB)
@@ -90,6 +101,10 @@ def main() -> None:
     for prefix in [f"seq{seq}" for seq in PHASES] + ["ner-seq128"]:
         result[f"{prefix} no-xla/xla"] = round(result[f"{prefix}-no-xla"]["step_ms"]
                                                / result[f"{prefix}-xla"]["step_ms"], 3)
+    for seq in PHASES if args.bfloat16 else ():
+        fastest = min(result[f"seq{seq}-xla"]["step_ms"], result[f"seq{seq}-no-xla"]["step_ms"])
+        result[f"seq{seq} float32 (faster)/bfloat16"] = round(
+            fastest / result[f"seq{seq}-bfloat16"]["step_ms"], 3)
     result.update(rounds=args.rounds, batch=args.batch, isa=isa_record(),
                   load_average={"before": load_before, "after": load_average()})
     text = json.dumps(result, indent=2)

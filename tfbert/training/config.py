@@ -97,7 +97,7 @@ class RunConfig:
     mixed_precision: str = field(
         "auto", "Compute dtype (float32 master weights; float16 uses dynamic loss scaling); "
         "auto: bfloat16 where the hardware runs it natively (TPU, GPUs from Ampere, CPUs with "
-        "AMX), else float32.", choices=list(PRECISION_CHOICES))
+        "AMX or AVX512-BF16), else float32.", choices=list(PRECISION_CHOICES))
     jit_compile: bool = field(False, "XLA-compile the train step.")
     distribution_strategy: str = field(
         "auto", "auto: TPU if configured, else all GPUs, else the CPU. multi_worker: "

@@ -358,8 +358,8 @@ class TaskConfig(RunConfig):
     mixed_precision: str = field(
         "float32", "Compute dtype (float32 master weights; float16 uses dynamic loss scaling); "
         "auto: bfloat16 where the hardware runs it natively (TPU, GPUs from Ampere, CPUs with "
-        "AMX), else float32. Default float32: dev and test scores are the numbers a fine-tuning "
-        "run reports, and they stay the same on every machine.",
+        "AMX or AVX512-BF16), else float32. Default float32: dev and test scores are the "
+        "numbers a fine-tuning run reports, and they stay the same on every machine.",
         choices=list(runtime.PRECISION_CHOICES))
     learning_rate: float | None = field(
         None, "Peak learning rate (linear warmup, then linear decay to 0). Default: 5e-5 "

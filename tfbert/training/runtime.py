@@ -26,12 +26,19 @@ from tfbert.training.optimization import create_optimizer
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 # "auto": mixed bfloat16 where the hardware has bfloat16 matmul units, else float32.
 PRECISION_CHOICES = (*PRECISIONS, "auto")
+# The /proc/cpuinfo flags of CPUs whose bfloat16 dot products run at least twice the float32
+# rate in oneDNN: AMX tiles (Xeon from Sapphire Rapids) and AVX512_BF16 (Xeon Cooper Lake, AMD
+# from Zen 4). On a 2-core AMD EPYC with AVX512_BF16 the bfloat16 matmul probe reads 783 against
+# 377 GFLOP/s float32 and the 4-layer benchmark model's step is 1.46x faster (docs/performance.md,
+# "AVX-512 hosts without AMX").
+BFLOAT16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 
 
 def resolve_precision(mixed_precision: str) -> str:
     """"auto" becomes "bfloat16" on a TPU, on GPUs of compute capability 8.0 or more (Ampere
-    on), and on CPUs with AMX bfloat16 tiles (Sapphire Rapids on; oneDNN then runs bfloat16
-    matmuls at several times the float32 rate), else "float32". Other names pass through."""
+    on), and on CPUs with bfloat16 dot-product instructions (BFLOAT16_CPU_FLAGS: AMX or
+    AVX512_BF16; oneDNN then runs bfloat16 matmuls at two or more times the float32 rate), else
+    "float32". Other names pass through."""
     if mixed_precision != "auto":
         return mixed_precision
     if tf.config.list_logical_devices("TPU"):
@@ -41,11 +48,11 @@ def resolve_precision(mixed_precision: str) -> str:
         capabilities = [tf.config.experimental.get_device_details(g).get("compute_capability")
                         for g in gpus]
         return "bfloat16" if all(c and c >= (8, 0) for c in capabilities) else "float32"
-    return "bfloat16" if "amx_bf16" in _cpu_flags() else "float32"
+    return "bfloat16" if BFLOAT16_CPU_FLAGS & _cpu_flags() else "float32"
 
 
 def _cpu_flags() -> frozenset[str]:
-    """This host's /proc/cpuinfo flags (none off Linux: no AMX detection, float32)."""
+    """This host's /proc/cpuinfo flags (none off Linux: no bfloat16 detection, float32)."""
     from tfbert.export.target_cpu import host_cpu  # (TensorFlow-free, cached)
 
     return host_cpu().flags
