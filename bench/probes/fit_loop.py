@@ -10,10 +10,12 @@ none) and the loop's wall time with its evaluation and checkpoint. Variants:
 
 - live: as `run_pretraining.py` runs (tokenize, pack and mask on the fly, beside the steps);
 - cached: the same stream's first 64 batches cached and repeated (no input work while training);
-- onethread: the live stream with a one-thread private tf.data pool.
+- onethread: the live stream with a one-thread private tf.data pool;
+- default_strategy: the live stream, the run under TensorFlow's default strategy instead of
+  the OneDeviceStrategy `--distribution_strategy=auto` makes on a one-device host.
 
-    python -m bench.probes.fit_loop [--variants live,cached,onethread] [--xla both|on|off]
-        [--results FILE]
+    python -m bench.probes.fit_loop [--variants live,cached,onethread,default_strategy]
+        [--xla both|on|off] [--results FILE]
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-VARIANTS = ("live", "cached", "onethread")
+VARIANTS = ("live", "cached", "onethread", "default_strategy")
 
 
 def _child(variant: str, jit: bool, cache_dir: str) -> dict:
@@ -61,6 +63,8 @@ def _child(variant: str, jit: bool, cache_dir: str) -> dict:
         options = tf.data.Options()
         options.threading.private_threadpool_size = 1
         pretrain.train_dataset = lambda *a, **k: stream(*a, **k).with_options(options)
+    elif variant == "default_strategy":
+        pretrain.get_strategy = lambda *a, **k: tf.distribute.get_strategy()
     stamps = Stamps()
     with tempfile.TemporaryDirectory() as out:
         pretrain.run_pretraining(pretrain.PretrainConfig(
