@@ -49,10 +49,11 @@ def timeit(fn: Callable[[], object], warmup: int = 2, reps: int = 5, inner: int 
     return {"median_s": statistics.median(times), "min_s": min(times), "all_s": times}
 
 
-def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int,
-                        warmup: int = 3) -> dict[str, float]:
-    """Median seconds per call of each callable, timed round-robin (one call of each per round)
-    after `warmup` calls each, so machine load hits every system alike (the A/B scripts)."""
+def interleaved_times(calls: dict[str, Callable[[], object]], rounds: int,
+                      warmup: int = 3) -> dict[str, list[float]]:
+    """Seconds of every timed call of each callable, timed round-robin (one call of each per
+    round) after `warmup` calls each, so machine load hits every system alike (the A/B
+    scripts)."""
     for call in calls.values():
         for _ in range(warmup):
             call()
@@ -62,7 +63,14 @@ def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int,
             start = time.perf_counter()
             call()
             times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int,
+                        warmup: int = 3) -> dict[str, float]:
+    """Median seconds per call of each callable (`interleaved_times`)."""
+    return {name: statistics.median(t)
+            for name, t in interleaved_times(calls, rounds, warmup).items()}
 
 
 def child_rounds(module: str, args: Sequence[str],

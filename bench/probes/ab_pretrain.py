@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -25,7 +24,7 @@ from bench.bench_pretrain import (  # noqa: E402
     tfbert_step,
     torch_step,
 )
-from bench.common import without_forms  # noqa: E402
+from bench.common import interleaved_medians, without_forms  # noqa: E402
 
 
 def _traced_with_stock(piece: str, make):
@@ -110,14 +109,9 @@ def main() -> None:
             steps[name]()
         print(f"{name}: built + {args.warmup} warm-up steps in "
               f"{time.perf_counter() - start:.1f} s", flush=True)
-    times = {name: [] for name in steps}
-    for _ in range(args.rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - start)
-    result = {name: {"step_ms": 1e3 * statistics.median(t),
-                     "sequences_per_s": BATCH / statistics.median(t)} for name, t in times.items()}
+    medians = interleaved_medians(steps, args.rounds, warmup=0)  # warmed up above
+    result = {name: {"step_ms": 1e3 * t, "sequences_per_s": BATCH / t}
+              for name, t in medians.items()}
     if "tfbert" in result and "keras-hub" in result:
         result["tfbert/keras-hub"] = (result["tfbert"]["sequences_per_s"]
                                       / result["keras-hub"]["sequences_per_s"])

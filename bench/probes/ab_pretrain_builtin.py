@@ -18,12 +18,11 @@ import argparse
 import json
 import os
 import statistics
-import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench.bench_pretrain import synthetic_batch  # noqa: E402
-from bench.common import isa_record, load_average  # noqa: E402
+from bench.common import interleaved_times, isa_record, load_average  # noqa: E402
 
 VOCAB = 8000  # the built-in vocab's size (builtin_data.write_vocab)
 PHASES = {32: 5, 128: 20}  # sequence length: masked positions per sequence (the defaults')
@@ -72,28 +71,14 @@ def main() -> None:
     for seq, predictions in PHASES.items():
         batch = synthetic_batch(seq=seq, batch=args.batch, predictions=predictions, vocab=VOCAB)
         for jit in (True, False):
-            name = f"seq{seq}-{'xla' if jit else 'no-xla'}"
-            steps[name] = builtin_step(batch, jit)
-            for _ in range(args.warmup):
-                steps[name]()
+            steps[f"seq{seq}-{'xla' if jit else 'no-xla'}"] = builtin_step(batch, jit)
         if args.bfloat16:
-            name = f"seq{seq}-bfloat16"
-            steps[name] = builtin_step(batch, False, "bfloat16")
-            for _ in range(args.warmup):
-                steps[name]()
+            steps[f"seq{seq}-bfloat16"] = builtin_step(batch, False, "bfloat16")
     ner_batch = synthetic_batch(seq=128, batch=args.batch, predictions=20, vocab=VOCAB)
     for jit in (True, False):
-        name = f"ner-seq128-{'xla' if jit else 'no-xla'}"
-        steps[name] = ner_step(ner_batch, jit)
-        for _ in range(args.warmup):
-            steps[name]()
+        steps[f"ner-seq128-{'xla' if jit else 'no-xla'}"] = ner_step(ner_batch, jit)
     load_before = load_average()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(args.rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            times[name].append(time.perf_counter() - start)
+    times = interleaved_times(steps, args.rounds, args.warmup)
     result: dict = {name: {"step_ms": round(1e3 * statistics.median(t), 2),
                            "quartiles_ms": [round(1e3 * q, 2)
                                             for q in statistics.quantiles(t, n=4)]}
