@@ -66,38 +66,22 @@ def synthetic_batch(seed: int = 0, seq: int = SEQ, batch: int = BATCH,
     }
 
 
-def _policy(name: str):
-    """A context that sets the global Keras dtype policy while a model is built."""
-    import contextlib
-
-    import keras
-
-    @contextlib.contextmanager
-    def scope():
-        before = keras.config.dtype_policy()
-        keras.config.set_dtype_policy(name)
-        try:
-            yield
-        finally:
-            keras.config.set_dtype_policy(before)
-
-    return scope()
-
-
 def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool | str = "auto",
-                dropout: float = 0.1, policy: str = "float32", keras_adamw: bool = False):
+                dropout: float = 0.1, precision: str = "float32", keras_adamw: bool = False):
     """tfbert's pretraining step as its users run it: its own AdamW (keras AdamW's math, the
-    update in one fused pass on TensorFlow); keras_adamw=True uses keras.optimizers.AdamW."""
+    update in one fused pass on TensorFlow); keras_adamw=True uses keras.optimizers.AdamW.
+    `precision` is a `--mixed_precision` name ("float32", "bfloat16")."""
     import keras
 
     from tfbert import BertConfig, BertEncoder, BertPretrainer
     from tfbert.training.optimization import AdamW
+    from tfbert.training.runtime import dtype_policy
 
     config = BertConfig(vocab_size=shape["vocab"], hidden_size=shape["hidden"],
                         num_hidden_layers=shape["layers"], num_attention_heads=shape["heads"],
                         intermediate_size=shape["intermediate"], hidden_act="gelu_tanh",
                         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    with _policy(policy):
+    with dtype_policy(precision):
         model = BertPretrainer(BertEncoder(config))
     optimizer = keras.optimizers.AdamW(1e-4) if keras_adamw else AdamW(learning_rate=1e-4)
     model.compile(optimizer=optimizer, jit_compile=jit_compile)
@@ -105,11 +89,13 @@ def tfbert_step(batch: dict, shape: dict = SHAPE, jit_compile: bool | str = "aut
 
 
 def keras_hub_step(batch: dict, shape: dict = SHAPE, jit_compile: bool = True,
-                   policy: str = "float32"):
+                   precision: str = "float32"):
     import keras
     import keras_hub
 
-    with _policy(policy):
+    from tfbert.training.runtime import dtype_policy
+
+    with dtype_policy(precision):
         backbone = keras_hub.models.BertBackbone(
             vocabulary_size=shape["vocab"], num_layers=shape["layers"], num_heads=shape["heads"],
             hidden_dim=shape["hidden"], intermediate_dim=shape["intermediate"],
@@ -191,10 +177,10 @@ def run(quick: bool = False, peak_flops: float | None = None, bfloat16: bool = F
                "keras-hub (no XLA)": lambda b: keras_hub_step(b, jit_compile=False)}
     if bfloat16:
         systems.update({
-            "tfbert" + BF16: lambda b: tfbert_step(b, policy="mixed_bfloat16"),
-            "keras-hub" + BF16: lambda b: keras_hub_step(b, policy="mixed_bfloat16"),
+            "tfbert" + BF16: lambda b: tfbert_step(b, precision="bfloat16"),
+            "keras-hub" + BF16: lambda b: keras_hub_step(b, precision="bfloat16"),
             "keras-hub (no XLA)" + BF16: lambda b: keras_hub_step(b, jit_compile=False,
-                                                                  policy="mixed_bfloat16")})
+                                                                  precision="bfloat16")})
     rows, steps = [], {}
     for name, make in systems.items():
         try:

@@ -28,14 +28,15 @@ VOCAB = 8000  # the built-in vocab's size (builtin_data.write_vocab)
 PHASES = {32: 5, 128: 20}  # sequence length: masked positions per sequence (the defaults')
 
 
-def builtin_step(batch: dict, jit_compile: bool, policy: str = "float32"):
-    """The default run's train step: its model, tfbert's AdamW, in the Keras dtype `policy`."""
+def builtin_step(batch: dict, jit_compile: bool, precision: str = "float32"):
+    """The default run's train step: its model, tfbert's AdamW, in `precision` (a
+    `--mixed_precision` name)."""
     from tfbert import BertConfig, BertEncoder, BertPretrainer
     from tfbert.training.optimization import AdamW
     from tfbert.training.pretrain import DEFAULT_MODEL
     from tfbert.training.runtime import dtype_policy
 
-    with dtype_policy(policy):
+    with dtype_policy(precision):
         model = BertPretrainer(BertEncoder(BertConfig(vocab_size=VOCAB, **DEFAULT_MODEL)))
     model.compile(optimizer=AdamW(learning_rate=1e-3), jit_compile=jit_compile)
     return lambda: model.train_on_batch(batch)
