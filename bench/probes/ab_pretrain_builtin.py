@@ -4,12 +4,15 @@ at each phase's length (32 tokens with 5 masked positions, 128 with 20), XLA on 
 and the fine-tuning step of run_ner.py on that model (BertTokenClassifier, 7 tags, 128 tokens).
 With --bfloat16, also the pretraining steps in mixed bfloat16 without XLA (what
 `--mixed_precision bfloat16` and `BertPretrainer.compile`'s jit_compile="auto" run on a CPU).
+With --one_device, also the 32-token steps built under a OneDeviceStrategy on the CPU, as
+`run_pretraining` builds its model on a one-device host.
 
 One step of each system in turn for several rounds, so that machine load hits every system
 alike; prints (and with --results writes) each system's median step time, the ratio XLA / no
 XLA per length, the host's ISA record and load averages.
 
-    python -m bench.probes.ab_pretrain_builtin [--rounds 30] [--bfloat16] [--results FILE]
+    python -m bench.probes.ab_pretrain_builtin [--rounds 30] [--bfloat16] [--one_device]
+        [--results FILE]
 """
 
 from __future__ import annotations
@@ -66,6 +69,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--bfloat16", action="store_true",
                         help="add the mixed-bfloat16 pretraining steps (no XLA)")
+    parser.add_argument("--one_device", action="store_true",
+                        help="add the 32-token steps built under a OneDeviceStrategy")
     parser.add_argument("--results", default=None, help="write the figures (JSON) here")
     args = parser.parse_args()
     steps = {}
@@ -75,6 +80,13 @@ def main() -> None:
             steps[f"seq{seq}-{'xla' if jit else 'no-xla'}"] = builtin_step(batch, jit)
         if args.bfloat16:
             steps[f"seq{seq}-bfloat16"] = builtin_step(batch, False, "bfloat16")
+        if args.one_device and seq == 32:
+            import tensorflow as tf
+
+            with tf.distribute.OneDeviceStrategy("/cpu:0").scope():
+                for jit in (True, False):
+                    steps[f"seq{seq}-{'xla' if jit else 'no-xla'}-one_device"] = builtin_step(
+                        batch, jit)
     ner_batch = synthetic_batch(seq=128, batch=args.batch, predictions=20, vocab=VOCAB)
     for jit in (True, False):
         steps[f"ner-seq128-{'xla' if jit else 'no-xla'}"] = ner_step(ner_batch, jit)
