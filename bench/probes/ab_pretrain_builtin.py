@@ -2,8 +2,9 @@
 its model (tfbert.training.pretrain.DEFAULT_MODEL over the built-in 8,000-piece vocab), batch 32,
 at each phase's length (32 tokens with 5 masked positions, 128 with 20), XLA on and off, float32;
 and the fine-tuning step of run_ner.py on that model (BertTokenClassifier, 7 tags, 128 tokens).
-With --bfloat16, also the pretraining steps in mixed bfloat16 without XLA (what
-`--mixed_precision bfloat16` and `BertPretrainer.compile`'s jit_compile="auto" run on a CPU).
+With --bfloat16, also the pretraining steps in mixed bfloat16, without XLA (what
+`--mixed_precision bfloat16` and `BertPretrainer.compile`'s jit_compile="auto" run on a CPU)
+and with it.
 With --one_device, also the 32-token steps built under a OneDeviceStrategy on the CPU, as
 `run_pretraining` builds its model on a one-device host.
 
@@ -68,7 +69,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--bfloat16", action="store_true",
-                        help="add the mixed-bfloat16 pretraining steps (no XLA)")
+                        help="add the mixed-bfloat16 pretraining steps (XLA off and on)")
     parser.add_argument("--one_device", action="store_true",
                         help="add the 32-token steps built under a OneDeviceStrategy")
     parser.add_argument("--results", default=None, help="write the figures (JSON) here")
@@ -80,6 +81,7 @@ def main() -> None:
             steps[f"seq{seq}-{'xla' if jit else 'no-xla'}"] = builtin_step(batch, jit)
         if args.bfloat16:
             steps[f"seq{seq}-bfloat16"] = builtin_step(batch, False, "bfloat16")
+            steps[f"seq{seq}-bfloat16-xla"] = builtin_step(batch, True, "bfloat16")
         if args.one_device and seq == 32:
             import tensorflow as tf
 
