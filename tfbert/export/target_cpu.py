@@ -142,7 +142,9 @@ _DEFAULTS = {
     # Measured on the AMX Xeon (docs/performance.md, "XLA on CPU" and the form sections):
     # every form, TensorFlow's graph with oneDNN's fused kernels, no XLA.
     "amx": TargetDefaults(forms="tensorflow_cpu", jit_compile=False, cpu_streams=1),
-    # Not measured apart: an AVX-512 CPU without AMX keeps the AMX host's choice.
+    # Measured on two AMD EPYCs with AVX-512 and no AMX (docs/performance.md, "AVX-512 hosts
+    # without AMX"): TensorFlow's oneDNN rewrites are on there, XLA is level at batch 1 on the
+    # Zen 5 one and slower at batch 32 on both, so the AMX host's choice.
     "avx512": TargetDefaults(forms="tensorflow_cpu", jit_compile=False, cpu_streams=1),
     # Measured on a 2-core AMD EPYC (docs/performance.md, "AVX2-only hosts"): TensorFlow's
     # oneDNN rewrites are off there by default, and without them the fused LayerNorm and the
