@@ -6,14 +6,16 @@ With --bfloat16, also the pretraining steps in mixed bfloat16, without XLA (what
 `--mixed_precision bfloat16` and `BertPretrainer.compile`'s jit_compile="auto" run on a CPU)
 and with it.
 With --one_device, also the 32-token steps built under a OneDeviceStrategy on the CPU, as
-`run_pretraining` builds its model on a one-device host.
+`run_pretraining` builds its model on a one-device host. With --optimizers, also the 32-token
+no-XLA step under run_pretraining's optimizer, with and without its global-norm clip
+(`optimizer_variants`).
 
 One step of each system in turn for several rounds, so that machine load hits every system
 alike; prints (and with --results writes) each system's median step time, the ratio XLA / no
 XLA per length, the host's ISA record and load averages.
 
     python -m bench.probes.ab_pretrain_builtin [--rounds 30] [--bfloat16] [--one_device]
-        [--results FILE]
+        [--optimizers] [--results FILE]
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ VOCAB = 8000  # the built-in vocab's size (builtin_data.write_vocab)
 PHASES = {32: 5, 128: 20}  # sequence length: masked positions per sequence (the defaults')
 
 
-def builtin_step(batch: dict, jit_compile: bool, precision: str = "float32"):
-    """The default run's train step: its model, tfbert's AdamW, in `precision` (a
-    `--mixed_precision` name)."""
+def builtin_step(batch: dict, jit_compile: bool, precision: str = "float32", optimizer=None):
+    """The default run's train step: its model, tfbert's AdamW (or `optimizer(model)`), in
+    `precision` (a `--mixed_precision` name)."""
     from tfbert import BertConfig, BertEncoder, BertPretrainer
     from tfbert.training.optimization import AdamW
     from tfbert.training.pretrain import DEFAULT_MODEL
@@ -42,7 +44,8 @@ def builtin_step(batch: dict, jit_compile: bool, precision: str = "float32"):
 
     with dtype_policy(precision):
         model = BertPretrainer(BertEncoder(BertConfig(vocab_size=VOCAB, **DEFAULT_MODEL)))
-    model.compile(optimizer=AdamW(learning_rate=1e-3), jit_compile=jit_compile)
+    model.compile(optimizer=optimizer(model) if optimizer else AdamW(learning_rate=1e-3),
+                  jit_compile=jit_compile)
     return lambda: model.train_on_batch(batch)
 
 
@@ -63,6 +66,19 @@ def ner_step(batch: dict, jit_compile: bool):
     return lambda: model.train_on_batch(features, labels, sample_weight=weights)
 
 
+def optimizer_variants() -> dict:
+    """--optimizers: the run's optimizer (`create_optimizer` with run_pretraining's default
+    schedule: BERT's weight-decay exclusions, warmup and decay, global-norm clip 1.0), the same
+    without the clip, and the probe's plain AdamW with the clip."""
+    from tfbert.training.optimization import AdamW, create_optimizer
+
+    def run(clip_norm):
+        return lambda model: create_optimizer(1e-3, 3000, 300, clip_norm=clip_norm,
+                                              variables=model.trainable_variables)
+    return {"create_optimizer": run(1.0), "create_optimizer-no_clip": run(None),
+            "adamw-clip": lambda model: AdamW(learning_rate=1e-3, global_clipnorm=1.0)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
@@ -72,6 +88,9 @@ def main() -> None:
                         help="add the mixed-bfloat16 pretraining steps (XLA off and on)")
     parser.add_argument("--one_device", action="store_true",
                         help="add the 32-token steps built under a OneDeviceStrategy")
+    parser.add_argument("--optimizers", action="store_true",
+                        help="add the 32-token no-XLA step with run_pretraining's optimizer, "
+                             "with and without its gradient clip")
     parser.add_argument("--results", default=None, help="write the figures (JSON) here")
     args = parser.parse_args()
     steps = {}
@@ -89,6 +108,9 @@ def main() -> None:
                 for jit in (True, False):
                     steps[f"seq{seq}-{'xla' if jit else 'no-xla'}-one_device"] = builtin_step(
                         batch, jit)
+        if args.optimizers and seq == 32:
+            for name, optimizer in optimizer_variants().items():
+                steps[f"seq{seq}-no-xla-{name}"] = builtin_step(batch, False, optimizer=optimizer)
     ner_batch = synthetic_batch(seq=128, batch=args.batch, predictions=20, vocab=VOCAB)
     for jit in (True, False):
         steps[f"ner-seq128-{'xla' if jit else 'no-xla'}"] = ner_step(ner_batch, jit)
