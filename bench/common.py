@@ -73,6 +73,24 @@ def interleaved_medians(calls: dict[str, Callable[[], object]], rounds: int,
             for name, t in interleaved_times(calls, rounds, warmup).items()}
 
 
+def step_stats(times: dict[str, list[float]]) -> dict[str, dict]:
+    """Each system's median and quartiles in ms ({"step_ms", "quartiles_ms"}), from its step
+    times in seconds."""
+    return {name: {"step_ms": round(1e3 * statistics.median(t), 2),
+                   "quartiles_ms": [round(1e3 * q, 2) for q in statistics.quantiles(t, n=4)]}
+            for name, t in times.items()}
+
+
+def report(result: dict, path: str | None) -> None:
+    """Prints a probe's result as JSON and, with a path, writes it there too (atomically)."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if path:
+        from tfbert.fileio import write_text
+
+        write_text(path, text + "\n")
+
+
 def child_rounds(module: str, args: Sequence[str],
                  settings: Sequence[tuple[str, dict[str, str], list[str]]],
                  rounds: int) -> Iterator[tuple[str, dict | str]]:

@@ -21,14 +21,18 @@ XLA per length, the host's ISA record and load averages.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench.bench_pretrain import synthetic_batch  # noqa: E402
-from bench.common import interleaved_times, isa_record, load_average  # noqa: E402
+from bench.common import (  # noqa: E402
+    interleaved_times,
+    isa_record,
+    load_average,
+    report,
+    step_stats,
+)
 
 VOCAB = 8000  # the built-in vocab's size (builtin_data.write_vocab)
 PHASES = {32: 5, 128: 20}  # sequence length: masked positions per sequence (the defaults')
@@ -116,10 +120,7 @@ def main() -> None:
         steps[f"ner-seq128-{'xla' if jit else 'no-xla'}"] = ner_step(ner_batch, jit)
     load_before = load_average()
     times = interleaved_times(steps, args.rounds, args.warmup)
-    result: dict = {name: {"step_ms": round(1e3 * statistics.median(t), 2),
-                           "quartiles_ms": [round(1e3 * q, 2)
-                                            for q in statistics.quantiles(t, n=4)]}
-                    for name, t in times.items()}
+    result: dict = step_stats(times)
     for prefix in [f"seq{seq}" for seq in PHASES] + ["ner-seq128"]:
         result[f"{prefix} no-xla/xla"] = round(result[f"{prefix}-no-xla"]["step_ms"]
                                                / result[f"{prefix}-xla"]["step_ms"], 3)
@@ -129,12 +130,7 @@ def main() -> None:
             fastest / result[f"seq{seq}-bfloat16"]["step_ms"], 3)
     result.update(rounds=args.rounds, batch=args.batch, isa=isa_record(),
                   load_average={"before": load_before, "after": load_average()})
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.results:
-        from tfbert.fileio import write_text
-
-        write_text(args.results, text + "\n")
+    report(result, args.results)
 
 
 if __name__ == "__main__":

@@ -27,9 +27,7 @@ cannot). Prints (and with --results writes) each system's median step time and q
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,7 +35,7 @@ from collections.abc import Callable
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench.bench_pretrain import synthetic_batch  # noqa: E402
-from bench.common import isa_record, load_average  # noqa: E402
+from bench.common import isa_record, load_average, report, step_stats  # noqa: E402
 from bench.probes.ab_pretrain_builtin import VOCAB  # noqa: E402
 
 SEQ, PREDICTIONS = 32, 5  # phase 1 of the default run
@@ -208,10 +206,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, run in systems.items():
                 times[name].extend(run())
-    result: dict = {name: {"step_ms": round(1e3 * statistics.median(t), 2),
-                           "quartiles_ms": [round(1e3 * q, 2)
-                                            for q in statistics.quantiles(t, n=4)]}
-                    for name, t in times.items()}
+    result: dict = step_stats(times)
     feeds_run = ("on_batch", "iterator", "fit") + (
         ("run_optimizer", "run_stream", "run", "run_stream-onethread", "run_stream-cpu_budget1")
         if args.run else ())
@@ -223,12 +218,7 @@ def main() -> None:
     result.update(rounds=args.rounds, chunk=args.chunk, batch=args.batch, seq=SEQ,
                   isa=isa_record(),
                   load_average={"before": load_before, "after": load_average()})
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.results:
-        from tfbert.fileio import write_text
-
-        write_text(args.results, text + "\n")
+    report(result, args.results)
 
 
 if __name__ == "__main__":
