@@ -141,9 +141,9 @@ class PretrainConfig(RunConfig):
     # Same default, pretraining's own help: here XLA is a measured speed-up users should know of.
     jit_compile: bool = field(
         False, "XLA-compile the train step: for a float32 run 1.2-1.3x faster per step at 32 "
-        "tokens on the AVX2 and AVX-512 CPUs measured (docs/performance.md, \"XLA on CPU\"); "
-        "slower under mixed precision on a CPU. Off by default: the default run's published "
-        "figures come from the no-XLA step, and XLA rounds differently.")
+        "tokens on the AVX2 and AVX-512 CPUs measured; in mixed bfloat16 on a CPU, slower at "
+        "hidden 512 (docs/performance.md, \"XLA on CPU\"). Off by default: the default run's "
+        "published figures come from the no-XLA step, and XLA rounds differently.")
     # --- data ---
     input_file: str | None = field(
         None, "Pretraining TFRecords from create_pretraining_data.py (globs, comma-separated). "
