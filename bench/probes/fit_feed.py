@@ -207,11 +207,8 @@ def main() -> None:
             for name, run in systems.items():
                 times[name].extend(run())
     result: dict = step_stats(times)
-    feeds_run = ("on_batch", "iterator", "fit") + (
-        ("run_optimizer", "run_stream", "run", "run_stream-onethread", "run_stream-cpu_budget1")
-        if args.run else ())
-    for feed in feeds_run:
-        if f"no-xla-{feed}" not in result or f"xla-{feed}" not in result:
+    for feed in [name.removeprefix("xla-") for name in times if name.startswith("xla-")]:
+        if f"no-xla-{feed}" not in result:
             continue
         result[f"{feed} no-xla/xla"] = round(result[f"no-xla-{feed}"]["step_ms"]
                                              / result[f"xla-{feed}"]["step_ms"], 3)
