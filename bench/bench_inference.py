@@ -30,8 +30,17 @@ records the host's instruction sets ("isa") and the load average around each rou
 `--float32` leaves out the bfloat16 and int8 systems and the TFLite files; `--emulate_avx2`
 runs TensorFlow as on an AVX2-only host (bench.common.emulate_avx2; no bfloat16 systems).
 
+The ceiling: each round also times a 2048 x 2048 float32 product with every library's own GEMM
+(bench.common.gemm_rate: TensorFlow's graph kernels, XLA, NumPy, PyTorch, ONNX Runtime), each
+in its own process. At full length every float32 row gets the rate it ran at (`gflops_per_s`:
+the matmul FLOPs it executes, bench.common.classifier_forward_flops, over its latency; tfbert's
+last block runs at [CLS] only, the peers' at every position) and that rate's share of the
+fastest GEMM the host delivered in the run (`of_gemm_peak`). `--rates FILE` prints the rates
+of a results file (`--peak_gflops` for a file written before the run measured its ceiling).
+
     python -m bench.bench_inference [--quick] [--rounds 2] [--families tfbert,onnxruntime,...]
         [--float32] [--emulate_avx2] [--results FILE]
+    python -m bench.bench_inference --rates FILE [--peak_gflops G]
 """
 
 from __future__ import annotations
@@ -323,14 +332,72 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool,
     return rows
 
 
+def executed_flops(system: str, batch: int, preset: str = PRESET) -> float:
+    """The matmul FLOPs `system` (a row's system name) executes for `batch` full-length
+    requests: tfbert's SavedModels and TFLite files run the classifier's last block at [CLS]
+    only, the peers at every position."""
+    import tfbert
+    from bench.common import classifier_forward_flops
+
+    config = tfbert.BertConfig.from_preset(preset)
+    return batch * classifier_forward_flops(
+        config.hidden_size, config.num_hidden_layers, config.intermediate_size, SEQ,
+        NUM_CLASSES, last_layer_rows=1 if system.startswith("tfbert") else None)
+
+
+def add_rates(result: dict, peak_gflops: float | None = None) -> list[dict]:
+    """Gives each float32 full-length row of a results file its `gflops_per_s` and, against
+    the run's fastest GEMM (or `peak_gflops`), `of_gemm_peak`; returns those rows."""
+    peak = peak_gflops or max(result.get("gemm_peak_gflops", {}).values(), default=None)
+    preset = result.get("config", {}).get("preset", PRESET)
+    rated = []
+    for row in result["rows"]:
+        system = row["system"][:-len(row.get("case", "")) - 1]
+        if ("latency_ms" not in row or row.get("real_tokens") != SEQ
+                or system.endswith(("bfloat16", "int8"))):
+            continue
+        rate = executed_flops(system, row["batch"], preset) / (row["latency_ms"] / 1e3) / 1e9
+        row["gflops_per_s"] = round(rate, 1)
+        if peak:
+            row["of_gemm_peak"] = round(rate / peak, 3)
+        rated.append(row)
+    return rated
+
+
+def gemm_peaks(rounds_of: list[dict[str, float]]) -> dict[str, float]:
+    """Each GEMM library's best rate (GFLOP/s) over the run's rounds."""
+    best: dict[str, float] = {}
+    for found in rounds_of:
+        for library, gflops in found.items():
+            best[library] = max(best.get(library, 0.0), gflops)
+    return {library: round(gflops, 1) for library, gflops in best.items()}
+
+
+def measure_gemms(errors: list[dict]) -> dict[str, float]:
+    """One round of the ceiling: every GEMM library's rate (GFLOP/s), each in its own process
+    after the families' (a library that fails is reported in `errors`, not guessed)."""
+    from bench.common import GEMM_LIBRARIES
+
+    found = {}
+    for library in GEMM_LIBRARIES:
+        proc = run_module("bench.bench_inference", ["--gemm", library], capture_output=True,
+                          text=True)
+        if proc.returncode:
+            errors.append({"benchmark": "gemm", "system": library, "error": proc.stderr[-2000:]})
+        else:
+            found[library] = json.loads(proc.stdout.strip().splitlines()[-1])["gflops"]
+    return found
+
+
 def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILIES,
         float32: bool = False) -> dict:
     """Times every family in its own process, `rounds` times in turn (the exports are made
     once); each system's figure is the median over rounds of its per-round medians, so a slow
     spell of a shared machine hits every family alike. `float32`: no bfloat16 exports and no
     TFLite files (as under `--emulate_avx2`). The result records the host's instruction sets
-    (bench.common.isa_record), the kind the exports were made for, and `uptime`'s load before
-    and after each round."""
+    (bench.common.isa_record), the kind the exports were made for, `uptime`'s load before
+    and after each round, each GEMM library's best rate over the rounds and each float32
+    full-length row's rate against the fastest (`add_rates`)."""
     import statistics
 
     import tfbert
@@ -339,6 +406,7 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
     per_round: dict[tuple, list[dict]] = {}
     errors = []
     loads: list[list[float]] = []
+    gemms: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as workdir:
         model_dir = build_tfbert(workdir, tfbert.BertConfig.from_preset(PRESET))
         for _ in range(rounds):
@@ -358,6 +426,7 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
                     for row in json.load(f):
                         per_round.setdefault((row["system"], row["case"]), []).append(row)
                 os.remove(out)
+            gemms.append(measure_gemms(errors))
         loads.append(load_average())
     rows = errors
     for found in per_round.values():
@@ -387,9 +456,29 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
             for variant in variants[precision]:
                 if by.get(variant):
                     ratios[f"{case} {name}/{variant} latency"] = ms / by[variant]
-    return {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES, "rounds": rounds,
-                       "target_cpu": host_kind()},
-            "isa": isa_record(), "load_average": loads, "rows": rows, "ratios": ratios}
+    result = {"config": {"preset": PRESET, "seq": SEQ, "classes": NUM_CLASSES, "rounds": rounds,
+                         "target_cpu": host_kind()},
+              "isa": isa_record(), "load_average": loads, "gemm_peak_gflops": gemm_peaks(gemms),
+              "rows": rows, "ratios": ratios}
+    add_rates(result)
+    return result
+
+
+def print_rates(path: str, peak_gflops: float | None = None) -> None:
+    """The `--rates` table: each float32 full-length row's latency, rate and share of the
+    ceiling, from a results file."""
+    with open(path, encoding="utf-8") as f:
+        result = json.load(f)
+    peaks = result.get("gemm_peak_gflops", {})
+    if not (peak_gflops or peaks):
+        raise SystemExit(f"bench.bench_inference: {path} has no gemm_peak_gflops (written "
+                         "before the run measured its ceiling): give --peak_gflops")
+    print(f"ceiling: {peak_gflops or max(peaks.values()):.1f} GFLOP/s"
+          + (f" (given; the file's GEMM rates: {peaks})" if peak_gflops and peaks
+             else "" if peak_gflops else f" (the fastest of {peaks})"))
+    for row in add_rates(result, peak_gflops):
+        print(f"{row['system']:<75} {row['latency_ms']:>9.1f} ms {row['gflops_per_s']:>7.1f} "
+              f"GFLOP/s {100 * row['of_gemm_peak']:>5.1f}%")
 
 
 if __name__ == "__main__":
@@ -404,6 +493,13 @@ if __name__ == "__main__":
     parser.add_argument("--emulate_avx2", action="store_true",
                         help="run TensorFlow as on an AVX2-only host (bench.common.emulate_avx2)")
     parser.add_argument("--results", help="also write the result JSON to this file")
+    parser.add_argument("--rates", metavar="FILE",
+                        help="print the float32 rows' GFLOP/s and share of the ceiling in a "
+                             "results file, and exit")
+    parser.add_argument("--peak_gflops", type=float,
+                        help="with --rates: the ceiling to use (for a file without "
+                             "gemm_peak_gflops)")
+    parser.add_argument("--gemm", help="(internal) time one GEMM library")
     parser.add_argument("--family", choices=FAMILIES, help="(internal) time one family")
     parser.add_argument("--model_dir")
     parser.add_argument("--workdir")
@@ -413,7 +509,13 @@ if __name__ == "__main__":
         from bench.common import emulate_avx2
 
         emulate_avx2()  # before TensorFlow loads; the family processes inherit it
-    if args.family:
+    if args.rates:
+        print_rates(args.rates, args.peak_gflops)
+    elif args.gemm:
+        from bench.common import gemm_rate
+
+        print(json.dumps({"gflops": gemm_rate(args.gemm) / 1e9}))
+    elif args.family:
         with open(args.out, "w") as f:
             json.dump(time_family(args.family, args.model_dir, args.workdir, args.quick,
                                   args.float32), f)

@@ -178,6 +178,64 @@ def bert_forward_flops(hidden: int, layers: int, intermediate: int, vocab: int, 
     return (layers - 1) * layer(seq) + last + head + pooler_nsp
 
 
+def classifier_forward_flops(hidden: int, layers: int, intermediate: int, seq: int,
+                             classes: int, last_layer_rows: int | None = None) -> float:
+    """Matmul FLOPs of one sequence's forward pass through a sequence classifier: the encoder
+    (`bert_forward_flops`' layers), the pooler (2*H^2) and the classifier (2*H*classes);
+    elementwise work not counted. `last_layer_rows=1` is tfbert's BertClassifier, whose last
+    block runs only at [CLS] (docs/performance.md, "Last block only where the heads read it");
+    None, the full last block the peers run."""
+    encoder = bert_forward_flops(hidden, layers, intermediate, vocab=0, seq=seq, predictions=0,
+                                 nsp=False, last_layer_rows=last_layer_rows)
+    return encoder + 2 * hidden**2 + 2 * hidden * classes
+
+
+# The libraries `gemm_rate` measures, each with its own GEMM kernels: TensorFlow's graph
+# kernels (oneDNN or Eigen), XLA's CPU dot, NumPy's BLAS, PyTorch's, and ONNX Runtime's MLAS.
+GEMM_LIBRARIES = ("tensorflow-xla", "tensorflow", "numpy", "pytorch", "onnxruntime")
+
+
+def gemm_rate(library: str, n: int = 2048, reps: int = 5) -> float:
+    """The best FLOP/s of `reps` timed n x n float32 products by one of GEMM_LIBRARIES, on all
+    the process's threads as that library sets them. The best over libraries, each in its own
+    process, is the fastest float32 GEMM this host has delivered: a ceiling for a float32
+    forward pass, whose FLOPs are almost all matmuls (`bench.bench_inference` reports each
+    system's rate against it)."""
+    import numpy as np
+
+    if library.startswith("tensorflow"):
+        probe = matmul_peak_probe(n, jit_compile=library == "tensorflow-xla")
+        return max(probe() for _ in range(reps))
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+    if library == "numpy":
+        product = lambda: a @ b  # noqa: E731
+    elif library == "pytorch":
+        import torch
+
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+
+        def product():
+            with torch.no_grad():
+                return torch.matmul(ta, tb)
+    elif library == "onnxruntime":
+        import onnxruntime as ort
+        from onnx import TensorProto, helper, numpy_helper
+
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["a", "b"], ["c"])], "gemm",
+            [helper.make_tensor_value_info("a", TensorProto.FLOAT, [n, n])],
+            [helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])],
+            initializer=[numpy_helper.from_array(b, "b")])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        session = ort.InferenceSession(model.SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+        product = lambda: session.run(None, {"a": a})  # noqa: E731
+    else:
+        raise ValueError(f"unknown GEMM library {library!r}; choose from {GEMM_LIBRARIES}")
+    return 2 * n**3 / timeit(product, warmup=2, reps=reps)["min_s"]
+
+
 def op_times(logdir: str) -> collections.Counter:
     """Total microseconds per TF op type (the event name's part after the last ':') on the host
     threads of the newest TensorFlow profiler trace (XSpace protobuf) under `logdir`."""
