@@ -184,4 +184,8 @@ def test_bench_isa_record_and_avx2_emulation(monkeypatch):
     assert (record["kind"], record["effective_kind"], record["emulated"]) == ("amx", "avx2",
                                                                               "avx2")
     assert record["emulation"]["ONEDNN_MAX_CPU_ISA"] == "AVX2"
-    assert record["emulation_limits"] == common.EMULATION_LIMITS
+    # the record says what the emulation does not reach (docs/performance.md, "Emulating an
+    # AVX2 host"): XLA's dots, and the peers outside TensorFlow
+    limits = record["emulation_limits"]
+    assert all(name in limits for name in ("XLA", "--xla_cpu_max_isa", "PyTorch",
+                                           "ONNX Runtime")), limits
