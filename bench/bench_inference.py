@@ -54,7 +54,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
 
-from bench.common import run_module, timeit  # noqa: E402
+from bench.common import GEMM_LIBRARIES, run_module, timeit  # noqa: E402
 
 SEQ, NUM_CLASSES, PRESET = 128, 2, "bert-base-chinese"
 # (label, batch, real tokens of SEQ)
@@ -376,8 +376,6 @@ def gemm_peaks(rounds_of: list[dict[str, float]]) -> dict[str, float]:
 def measure_gemms(errors: list[dict]) -> dict[str, float]:
     """One round of the ceiling: every GEMM library's rate (GFLOP/s), each in its own process
     after the families' (a library that fails is reported in `errors`, not guessed)."""
-    from bench.common import GEMM_LIBRARIES
-
     found = {}
     for library in GEMM_LIBRARIES:
         proc = run_module("bench.bench_inference", ["--gemm", library], capture_output=True,
@@ -466,13 +464,17 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
 
 def print_rates(path: str, peak_gflops: float | None = None) -> None:
     """The `--rates` table: each float32 full-length row's latency, rate and share of the
-    ceiling, from a results file."""
-    with open(path, encoding="utf-8") as f:
-        result = json.load(f)
+    ceiling, from a results file (ValueError naming the file when it cannot be read or has no
+    ceiling and none is given)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            result = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read results file {path}: {e}") from None
     peaks = result.get("gemm_peak_gflops", {})
     if not (peak_gflops or peaks):
-        raise SystemExit(f"bench.bench_inference: {path} has no gemm_peak_gflops (written "
-                         "before the run measured its ceiling): give --peak_gflops")
+        raise ValueError(f"{path} has no gemm_peak_gflops (written before the run measured "
+                         "its ceiling): give --peak_gflops")
     print(f"ceiling: {peak_gflops or max(peaks.values()):.1f} GFLOP/s"
           + (f" (given; the file's GEMM rates: {peaks})" if peak_gflops and peaks
              else "" if peak_gflops else f" (the fastest of {peaks})"))
@@ -499,7 +501,8 @@ if __name__ == "__main__":
     parser.add_argument("--peak_gflops", type=float,
                         help="with --rates: the ceiling to use (for a file without "
                              "gemm_peak_gflops)")
-    parser.add_argument("--gemm", help="(internal) time one GEMM library")
+    parser.add_argument("--gemm", choices=GEMM_LIBRARIES,
+                        help="(internal) time one GEMM library")
     parser.add_argument("--family", choices=FAMILIES, help="(internal) time one family")
     parser.add_argument("--model_dir")
     parser.add_argument("--workdir")
@@ -510,7 +513,10 @@ if __name__ == "__main__":
 
         emulate_avx2()  # before TensorFlow loads; the family processes inherit it
     if args.rates:
-        print_rates(args.rates, args.peak_gflops)
+        try:
+            print_rates(args.rates, args.peak_gflops)
+        except ValueError as e:  # a file that is not a results file: one line, exit code 2
+            parser.error(str(e))
     elif args.gemm:
         from bench.common import gemm_rate
 
