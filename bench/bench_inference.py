@@ -32,7 +32,8 @@ runs TensorFlow as on an AVX2-only host (bench.common.emulate_avx2; no bfloat16 
 
 The ceiling: each round also times a 2048 x 2048 float32 product with every library's own GEMM
 (bench.common.gemm_rate: TensorFlow's graph kernels, XLA, NumPy, PyTorch, ONNX Runtime), each
-in its own process. At full length every float32 row gets the rate it ran at (`gflops_per_s`:
+in its own process; under `--emulate_avx2` only TensorFlow's graph kernels, the GEMM the
+emulation reaches. At full length every float32 row gets the rate it ran at (`gflops_per_s`:
 the matmul FLOPs it executes, bench.common.classifier_forward_flops, over its latency; tfbert's
 last block runs at [CLS] only, the peers' at every position) and that rate's share of the
 fastest GEMM the host delivered in the run (`of_gemm_peak`). `--rates FILE` prints the rates
@@ -375,9 +376,13 @@ def gemm_peaks(rounds_of: list[dict[str, float]]) -> dict[str, float]:
 
 def measure_gemms(errors: list[dict]) -> dict[str, float]:
     """One round of the ceiling: every GEMM library's rate (GFLOP/s), each in its own process
-    after the families' (a library that fails is reported in `errors`, not guessed)."""
+    after the families' (a library that fails is reported in `errors`, not guessed). Under
+    `--emulate_avx2` only TensorFlow's graph GEMM, the one the emulation reaches: XLA's dots and
+    the other libraries keep the host's full ISA (bench.common.EMULATION_LIMITS)."""
+    from bench.common import emulated
+
     found = {}
-    for library in GEMM_LIBRARIES:
+    for library in ("tensorflow",) if emulated() else GEMM_LIBRARIES:
         proc = run_module("bench.bench_inference", ["--gemm", library], capture_output=True,
                           text=True)
         if proc.returncode:
