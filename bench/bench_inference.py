@@ -333,14 +333,22 @@ def time_family(family: str, model_dir: str, workdir: str, quick: bool,
     return rows
 
 
-def executed_flops(system: str, batch: int, preset: str = PRESET) -> float:
+def system_name(row: dict) -> str:
+    """A row's system without its case ("onnxruntime (default session)" of "... b=32")."""
+    return row["system"][:-len(row["case"]) - 1]
+
+
+def precision_of(system: str) -> str:
+    """The precision a system's name says: "bfloat16", "int8", else "float32"."""
+    return next((p for p in ("bfloat16", "int8") if system.endswith(p)), "float32")
+
+
+def executed_flops(system: str, batch: int, config) -> float:
     """The matmul FLOPs `system` (a row's system name) executes for `batch` full-length
-    requests: tfbert's SavedModels and TFLite files run the classifier's last block at [CLS]
-    only, the peers at every position."""
-    import tfbert
+    requests of a classifier with BertConfig `config`: tfbert's SavedModels and TFLite files
+    run the last block at [CLS] only, the peers at every position."""
     from bench.common import classifier_forward_flops
 
-    config = tfbert.BertConfig.from_preset(preset)
     return batch * classifier_forward_flops(
         config.hidden_size, config.num_hidden_layers, config.intermediate_size, SEQ,
         NUM_CLASSES, last_layer_rows=1 if system.startswith("tfbert") else None)
@@ -349,15 +357,17 @@ def executed_flops(system: str, batch: int, preset: str = PRESET) -> float:
 def add_rates(result: dict, peak_gflops: float | None = None) -> list[dict]:
     """Gives each float32 full-length row of a results file its `gflops_per_s` and, against
     the run's fastest GEMM (or `peak_gflops`), `of_gemm_peak`; returns those rows."""
+    import tfbert
+
     peak = peak_gflops or max(result.get("gemm_peak_gflops", {}).values(), default=None)
-    preset = result.get("config", {}).get("preset", PRESET)
+    config = tfbert.BertConfig.from_preset(result.get("config", {}).get("preset", PRESET))
     rated = []
     for row in result["rows"]:
-        system = row["system"][:-len(row.get("case", "")) - 1]
         if ("latency_ms" not in row or row.get("real_tokens") != SEQ
-                or system.endswith(("bfloat16", "int8"))):
+                or precision_of(system_name(row)) != "float32"):
             continue
-        rate = executed_flops(system, row["batch"], preset) / (row["latency_ms"] / 1e3) / 1e9
+        rate = (executed_flops(system_name(row), row["batch"], config)
+                / (row["latency_ms"] / 1e3) / 1e9)
         row["gflops_per_s"] = round(rate, 1)
         if peak:
             row["of_gemm_peak"] = round(rate / peak, 3)
@@ -447,12 +457,12 @@ def run(quick: bool = False, rounds: int = 1, families: tuple[str, ...] = FAMILI
                 "bfloat16": (STREAMED_BF16,), "int8": ()}
     ratios = {}
     for case, _, _ in CASES:
-        by = {r["system"][:-len(case) - 1]: r["latency_ms"] for r in rows
+        by = {system_name(r): r["latency_ms"] for r in rows
               if r.get("case") == case and "latency_ms" in r}
         for name, ms in by.items():
             if name.startswith("tfbert"):
                 continue
-            precision = next((p for p in ("bfloat16", "int8") if name.endswith(p)), "float32")
+            precision = precision_of(name)
             ours = by.get(ours_at[precision])
             if ours:
                 ratios[f"{case} {name}/{ours_at[precision]} latency"] = ms / ours
@@ -480,9 +490,9 @@ def print_rates(path: str, peak_gflops: float | None = None) -> None:
     if not (peak_gflops or peaks):
         raise ValueError(f"{path} has no gemm_peak_gflops (written before the run measured "
                          "its ceiling): give --peak_gflops")
-    print(f"ceiling: {peak_gflops or max(peaks.values()):.1f} GFLOP/s"
-          + (f" (given; the file's GEMM rates: {peaks})" if peak_gflops and peaks
-             else "" if peak_gflops else f" (the fastest of {peaks})"))
+    source = "given" if peak_gflops else "the file's fastest"
+    print(f"ceiling: {peak_gflops or max(peaks.values()):.1f} GFLOP/s ({source}; the file's "
+          f"GEMM rates: {peaks or 'none'})")
     for row in add_rates(result, peak_gflops):
         print(f"{row['system']:<75} {row['latency_ms']:>9.1f} ms {row['gflops_per_s']:>7.1f} "
               f"GFLOP/s {100 * row['of_gemm_peak']:>5.1f}%")

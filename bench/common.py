@@ -149,10 +149,11 @@ def matmul_peak_probe(n: int = 2048, dtype: str = "float32",
     return probe
 
 
-def matmul_peak_flops(n: int = 2048, dtype: str = "float32", reps: int = 5) -> float:
+def matmul_peak_flops(n: int = 2048, dtype: str = "float32", reps: int = 5,
+                      jit_compile: bool = True) -> float:
     """The machine's float32 matmul rate (FLOP/s) with TensorFlow: the ceiling MFU is measured
     against. Best of `reps` timed runs of `matmul_peak_probe`."""
-    probe = matmul_peak_probe(n, dtype)
+    probe = matmul_peak_probe(n, dtype, jit_compile)
     return max(probe() for _ in range(reps))
 
 
@@ -204,8 +205,7 @@ def gemm_rate(library: str, n: int = 2048, reps: int = 5) -> float:
     import numpy as np
 
     if library.startswith("tensorflow"):
-        probe = matmul_peak_probe(n, jit_compile=library == "tensorflow-xla")
-        return max(probe() for _ in range(reps))
+        return matmul_peak_flops(n, reps=reps, jit_compile=library == "tensorflow-xla")
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
     if library == "numpy":
