@@ -13,7 +13,11 @@ JSON) goes through this module, so they all behave the same way:
   counted, and reported once per file with the first one's place. The corpus readers (pretraining
   data, vocab building) allow `CORPUS_MAX_BAD_FRACTION` = 1e-4: at most one line in 10,000.
 - UTF-16 / UTF-32 files (whose line break is not the byte 0x0A) are decoded whole, strictly
-  (no line is skipped), then split into lines.
+  (no line is skipped), then split into lines. A file read as a byte-oriented encoding whose
+  first bytes are UTF-16 without a byte-order mark (a NUL byte in every other position, where
+  it decodes as UTF-16) is an error naming the encoding to pass (`--input_encoding=utf-16-le` or
+  `utf-16-be`): it would otherwise be read as text with NULs between the characters.
+- A directory where a file is expected is an error saying so (`check_file`).
 
 Example:
 >>> import tempfile, os
@@ -41,7 +45,7 @@ from tfbert.errors import UserError
 logger = logging.getLogger(__name__)
 
 __all__ = ["CORPUS_MAX_BAD_FRACTION", "DEFAULT_ENCODING", "TextDecodeError", "check_encoding",
-           "read_lines", "read_text"]
+           "check_file", "read_lines", "read_text", "utf16_without_bom"]
 
 DEFAULT_ENCODING = "utf-8"
 # Share of lines of a raw-text corpus that may hold undecodable bytes (dropped and counted): a
@@ -52,6 +56,7 @@ _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 # Encodings tried, in order, to suggest a flag when the bytes are not the one asked for.
 _SUGGEST = ("utf-8", "gb18030", "big5", "utf-16")
 _MIN_LINES_FOR_FRACTION = 10_000
+_SNIFF_BYTES = 4096  # the start of a file looked at for UTF-16 without a byte-order mark
 
 
 class TextDecodeError(UserError):
@@ -65,6 +70,48 @@ def check_encoding(encoding: str) -> str:
     except LookupError:
         raise UserError(f"unknown text encoding {encoding!r} (--input_encoding takes a Python "
                         "codec name such as utf-8, gb18030, gbk, big5)") from None
+
+
+def check_file(path: str, what: str = "file") -> None:
+    """Raises unless `path` is an existing file (a `tf.io.gfile` path is not checked here).
+
+    Raises:
+        FileNotFoundError: no such file ("no such {what}: PATH").
+        UserError: `path` is a directory ("PATH is a directory, expected a {what}").
+    """
+    if "://" in path:
+        return
+    if os.path.isdir(path):
+        raise UserError(f"{path} is a directory, expected a {what}")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"no such {what}: {path}")
+
+
+def utf16_without_bom(head: bytes) -> str | None:
+    """"utf-16-le" or "utf-16-be" when `head`, the first bytes of a file, reads as UTF-16
+    without a byte-order mark: NUL bytes on one side of the 2-byte units (the high byte of
+    every ASCII character), at least 4 and 1 in 64 units, few on the other, and the bytes
+    decode in that byte order. None otherwise (UTF-8 text holds no such NULs).
+
+    Example:
+    >>> utf16_without_bom("text\\tlabel\\n".encode("utf-16-le"))
+    'utf-16-le'
+    >>> utf16_without_bom("text\\tlabel\\n".encode("utf-8")) is None
+    True
+    """
+    n = len(head) - len(head) % 2
+    if n < 8 or head.startswith(_UTF16_BOMS):
+        return None
+    even, odd = head[0:n:2].count(0), head[1:n:2].count(0)
+    for nuls, other, name in ((odd, even, "utf-16-le"), (even, odd, "utf-16-be")):
+        if nuls >= max(4, n // 2 // 64) and other * 8 <= nuls:
+            try:
+                head[:n].decode(name)
+            except UnicodeDecodeError as e:
+                if e.start < n - 4:  # not just a character cut at the sample's end
+                    return None
+            return name
+    return None
 
 
 def _open_binary(path: str):
@@ -134,17 +181,25 @@ def read_lines(path: str, encoding: str = DEFAULT_ENCODING, max_bad_fraction: fl
 
     Raises:
         FileNotFoundError: no such file.
-        TextDecodeError: undecodable bytes beyond `max_bad_fraction`.
+        UserError: `path` is a directory.
+        TextDecodeError: undecodable bytes beyond `max_bad_fraction`; UTF-16 without a
+            byte-order mark read as another encoding.
     """
     encoding = check_encoding(encoding)
-    if "://" not in path and not os.path.isfile(path):
-        raise FileNotFoundError(f"no such file: {path}")
+    check_file(path)
     bad: list[tuple[int, str]] = []
     line_number = offset = 0
     with _open_binary(path) as f:
         if _is_wide(encoding):
             yield from _wide_lines(f, path, encoding)
             return
+        wide = utf16_without_bom(f.read(_SNIFF_BYTES))
+        if wide is not None:
+            raise TextDecodeError(
+                f"{path}: looks like UTF-16 without a byte-order mark (a NUL byte in every "
+                f"other position), not {encoding}: convert it to UTF-8 or pass "
+                f"--input_encoding={wide}")
+        f.seek(0)
         for raw in f:
             line_number += 1
             if line_number == 1 and raw.startswith(_BOM) and encoding == "utf-8":

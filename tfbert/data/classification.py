@@ -34,17 +34,33 @@ any byte that does not decode is an error naming the file, line, byte offset and
 warning; a row with a missing column, an empty text or a label the training data never had is
 an error naming the file and line; so is an empty name in a `labels` cell ("A,,B"), and a label
 set naming a label twice.
+
+Values are read as written, never converted. A JSONL `text` / `text_b` is a string (a list, an
+object, a number, true/false or null is an error naming the file, line, field and JSON type); a
+`label` is a string or an integer (a list is a label set: an error pointing to `--multi_label`
+and the `labels` field; so is a TSV/CSV label cell holding a JSON list). A label holding a
+control or invisible format character (NUL, U+200B, ...) is an error, and so are training labels
+that differ only in case, whitespace or Unicode form ("positive", "Positive", "posi tive",
+"ｐｏｓｉｔｉｖｅ"): `label_list` names them and where each first occurs.
+
+Field length. TSV has no quoting, so a field ends at the next tab or line end and may be of any
+length (Python csv's 131,072-character `field_size_limit` is lifted while a TSV file is read).
+CSV keeps the limit: there it stops an unclosed quote from swallowing the rest of the file, and
+a longer field is an error naming the line and pointing to TSV or JSONL, which have no limit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
+import itertools
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -126,6 +142,7 @@ def read_examples(path: str, labelled: bool = True,
     """
     if "://" not in path and not os.path.exists(path):
         raise FileNotFoundError(f"classification data file not found: {path}")
+    textfiles.check_file(path)
     fmt = _FORMATS.get(os.path.splitext(path)[1].lower())
     if fmt is None:
         raise UserError(f"{path}: unknown file type; use one of {sorted(_FORMATS)}")
@@ -174,34 +191,53 @@ def _check_columns(names: Sequence[str], where: str, labelled: bool,
     return unknown
 
 
+@contextlib.contextmanager
+def _field_size_limit(limit: int) -> Iterator[None]:
+    """Python csv's (process-wide) field size limit set to `limit` for the block."""
+    previous = csv.field_size_limit(limit)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
 def _table_rows(lines: Iterable[str], path: str, fmt: str, labelled: bool,
                 columns: Sequence[str] = COLUMNS
                 ) -> tuple[list[tuple[int, dict[str, str]]], list[int], list[str]]:
     if fmt == "tsv":  # GLUE-style TSV: no quoting, so quotes stay part of the text
         reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+        limit: Any = _field_size_limit(2**31 - 1)  # no quotes, so no runaway field to stop
     else:
         reader = csv.reader(lines)
+        limit = contextlib.nullcontext()
     header: list[str] | None = None
     ignored: list[str] = []
     rows, blank = [], []
     try:
-        for fields in reader:
-            line = reader.line_num
-            if not fields or all(not x.strip() for x in fields):
-                blank.append(line)
-                continue
-            if header is None:
-                names = [x.strip() for x in fields]
-                header = [column_name(x) for x in names]
-                if "text" not in header:
-                    raise UserError(_not_a_header(f"{path}:{line}", names, header, columns))
-                ignored = _check_columns(names, f"{path}:{line}", labelled, columns)
-                continue
-            if len(fields) != len(header):
-                raise UserError(f"{path}:{line}: {len(fields)} fields but the header has "
-                                f"{len(header)} ({header})")
-            rows.append((line, dict(zip(header, fields, strict=True))))
+        with limit:
+            for fields in reader:
+                line = reader.line_num
+                if not fields or all(not x.strip() for x in fields):
+                    blank.append(line)
+                    continue
+                if header is None:
+                    names = [x.strip() for x in fields]
+                    header = [column_name(x) for x in names]
+                    if "text" not in header:
+                        raise UserError(_not_a_header(f"{path}:{line}", names, header, columns))
+                    ignored = _check_columns(names, f"{path}:{line}", labelled, columns)
+                    continue
+                if len(fields) != len(header):
+                    raise UserError(f"{path}:{line}: {len(fields)} fields but the header has "
+                                    f"{len(header)} ({header})")
+                rows.append((line, dict(zip(header, fields, strict=True))))
     except csv.Error as e:
+        if "field larger than field limit" in str(e):
+            raise UserError(
+                f"{path}:{reader.line_num}: a field is longer than {csv.field_size_limit():,} "
+                "characters, Python csv's limit for CSV (it stops an unclosed quote from "
+                "swallowing the rest of the file): check the quotes, or write the data as TSV "
+                "or JSONL, which have no such limit") from None
         raise UserError(f"{path}:{reader.line_num}: {e}") from None
     if header is None:
         raise UserError(f"{path}: empty file (expected a header row naming the columns "
@@ -240,29 +276,83 @@ def _jsonl_rows(lines: Iterable[str], path: str, labelled: bool,
 
 def _example(row: dict[str, Any], source: str, labelled: bool) -> ClassificationExample:
     text = _text(row, source)
-    label = row.get("label")
-    label = None if label is None or not str(label).strip() else str(label).strip()
+    label = _label(row.get("label"), source)
     if label is None and (labelled or "label" in row):
-        raise UserError(f"{source}: missing label" if "label" in row
-                        else f"{source}: no 'label' field (has {sorted(row)})")
+        if "label" in row:
+            raise UserError(f"{source}: missing label")
+        hint = ("; a 'labels' field holds label sets: pass --multi_label" if "labels" in row
+                else "")
+        raise UserError(f"{source}: no 'label' field (has {sorted(row)}){hint}")
     return ClassificationExample(text, label, _text_b(row, source), source)
+
+
+def _json_type(value: Any) -> str:
+    """How a JSON value reads in a message: its JSON type and (the start of) the value."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    kind = {list: "a list", dict: "an object"}.get(type(value), "a number")
+    shown = json.dumps(value, ensure_ascii=False)
+    return f"{kind} {shown[:80]}{'...' if len(shown) > 80 else ''}"
+
+
+def _string(row: dict[str, Any], key: str, source: str) -> str:
+    value = row[key]
+    if not isinstance(value, str):
+        raise UserError(f"{source}: {key!r} must be a string, got {_json_type(value)}")
+    return value.strip()
 
 
 def _text(row: dict[str, Any], source: str) -> str:
     if "text" not in row:
         raise UserError(f"{source}: no 'text' field (has {sorted(row)})")
-    text = str(row["text"]).strip()
+    text = _string(row, "text", source)
     if not text:
         raise UserError(f"{source}: empty text")
     return text
 
 
 def _text_b(row: dict[str, Any], source: str) -> str | None:
-    text_b = row.get("text_b")
-    text_b = None if text_b is None else str(text_b).strip()
+    if row.get("text_b") is None:
+        return None
+    text_b = _string(row, "text_b", source)
     if text_b == "":
         raise UserError(f"{source}: empty text_b")
     return text_b
+
+
+_MULTI_LABEL_HINT = ("a label set is read with --multi_label, from a 'labels' field (a JSON list; "
+                     "in a TSV/CSV file, comma-separated names)")
+
+
+def _label(value: Any, source: str) -> str | None:
+    """A row's label as a name (a string, or an integer written as one); None when absent or
+    blank. A list, object, true/false or fractional number is an error, and so is a label
+    name holding a control character."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        hint = f"; {_MULTI_LABEL_HINT}" if isinstance(value, list) else ""
+        raise UserError(f"{source}: 'label' must be one label name (a string or an integer), "
+                        f"got {_json_type(value)}{hint}")
+    name = str(value).strip()
+    if name.startswith("[") and name.endswith("]"):
+        try:
+            names = json.loads(name)
+        except json.JSONDecodeError:
+            names = None
+        if isinstance(names, list):
+            raise UserError(f"{source}: label {name!r} is a list of labels; {_MULTI_LABEL_HINT}")
+    _check_label_name(name, source)
+    return name or None
+
+
+def _check_label_name(name: str, source: str) -> None:
+    """UserError for a label holding control or invisible format characters (NUL, U+200B)."""
+    bad = sorted({c for c in name if unicodedata.category(c) in ("Cc", "Cf")})
+    if bad:
+        codes = ", ".join(f"U+{ord(c):04X}" for c in bad)
+        raise UserError(f"{source}: label {name!r} holds the control or invisible character(s) "
+                        f"{codes}; a label is a visible name: remove them")
 
 
 def _multi_label_example(row: dict[str, Any], source: str, labelled: bool
@@ -284,6 +374,8 @@ def _multi_label_example(row: dict[str, Any], source: str, labelled: bool
                         f"file, comma-separated names), got {value!r}")
     if any(not x for x in names):
         raise UserError(f"{source}: empty label name in labels {value!r}")
+    for name in names:
+        _check_label_name(name, source)
     twice = sorted({x for x in names if names.count(x) > 1})
     if twice:
         raise UserError(f"{source}: labels {value!r} name {twice} more than once")
@@ -392,13 +484,70 @@ def _decode(value: Any) -> str:
 
 def label_list(examples: Sequence[ClassificationExample]) -> list[str]:
     """The sorted label names of (training) examples, single labels or label sets; numeric
-    labels sort as numbers."""
+    labels sort as numbers. Labels that differ only in case, whitespace or Unicode form
+    ("positive", "Positive", "posi tive") are a UserError naming them and where each first
+    occurs (`check_near_duplicate_labels`)."""
     labels = {e.label for e in examples if e.label is not None}
     labels |= {name for e in examples for name in e.labels or ()}
     if not labels:
         raise UserError("no labelled examples to take the label set from")
+    check_near_duplicate_labels(examples)
     numeric = all(x.lstrip("-").isdigit() for x in labels)
     return sorted(labels, key=lambda x: (int(x) if numeric else 0, x))
+
+
+# What makes two labels one: (name, transform), applied in this order.
+_LABEL_FORMS = (("Unicode form (NFKC)", lambda x: unicodedata.normalize("NFKC", x)),
+                ("case", str.casefold), ("whitespace", lambda x: "".join(x.split())))
+
+
+def _label_form(name: str, forms: Sequence[str] = tuple(f for f, _ in _LABEL_FORMS)) -> str:
+    for form, transform in _LABEL_FORMS:
+        if form in forms:
+            name = transform(name)
+    return name
+
+
+def check_near_duplicate_labels(examples: Sequence[ClassificationExample]) -> None:
+    """UserError when two labels of the examples differ only in case, whitespace (inside the
+    name too) or Unicode form (NFKC: full-width letters), naming them, where each first occurs
+    and how many examples carry it. A label set holding both is almost surely a mistake.
+
+    Example:
+    >>> rows = [ClassificationExample("a", "positive", source="t.jsonl:1"),
+    ...         ClassificationExample("b", "Positive", source="t.jsonl:2")]
+    >>> check_near_duplicate_labels(rows)
+    Traceback (most recent call last):
+    ...
+    tfbert.errors.UserError: labels 'positive' (first at t.jsonl:1, 1 example(s)) and
+    'Positive' (first at t.jsonl:2, 1 example(s)) differ only in case: make them one label in
+    the data (a label set holding both is almost surely a mistake)
+    """
+    seen: dict[str, list[Any]] = {}  # name -> [source of its first example, examples]
+    for e in examples:
+        for name in (() if e.label is None else (e.label,)) + tuple(e.labels or ()):
+            seen.setdefault(name, [e.source, 0])[1] += 1
+    groups: dict[str, list[str]] = {}
+    for name in seen:
+        groups.setdefault(_label_form(name), []).append(name)
+    clashes = [names for names in groups.values() if len(names) > 1]
+    if not clashes:
+        return
+    names = clashes[0]
+    forms = [f for f, _ in _LABEL_FORMS]
+    differ = next(combo for size in range(1, len(forms) + 1)
+                  for combo in itertools.combinations(forms, size)
+                  if len({_label_form(n, combo) for n in names}) == 1)
+    described = ", ".join(f"{n!r} (first at {seen[n][0]}, {seen[n][1]} example(s))"
+                          for n in names[:-1])
+    described += f" and {names[-1]!r} (first at {seen[names[-1]][0]}, {seen[names[-1]][1]} " \
+                 "example(s))"
+    what = " and ".join([", ".join(differ[:-1]), differ[-1]] if len(differ) > 1 else differ)
+    more = (f"; also {', '.join(' / '.join(map(repr, g)) for g in clashes[1:4])}"
+            f"{', ...' if len(clashes) > 4 else ''}" if len(clashes) > 1 else "")
+    raise UserError(f"labels {described} differ only in {what}: make them one label in the data "
+                    f"(a label set holding {'both' if len(names) == 2 else 'them all'} is almost "
+                    f"surely a mistake){more}")
 
 
 def label_ids(examples: Sequence[ClassificationExample], labels: Sequence[str]) -> np.ndarray:

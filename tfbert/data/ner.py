@@ -25,6 +25,12 @@ CoNLL files are read through `tfbert.textfiles`: UTF-8 unless `encoding` names a
 (gb18030, ...), a byte-order mark dropped (left in, it would glue itself to the first token),
 and any byte that does not decode an error naming the file, line, byte offset and the
 `--input_encoding` to pass.
+
+One character per line is the usual Chinese NER layout, and its text is written without spaces:
+it is read with separator "" (run_ner's `--char_level`). Read as words (" "), every sentence's
+text would put a space between its characters, and a model trained so reads text as written
+(without spaces) as one word per sentence. `check_char_level` refuses that reading of a file
+whose tokens are almost all (`CHAR_LEVEL_SHARE`) single Chinese characters.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from tfbert import textfiles
 from tfbert.data import corpora, windows
 from tfbert.errors import UserError
 from tfbert.evaluation.ner import PREFIXES, get_entities, split_tag
+from tfbert.text.char_tables import CJK_RANGES
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +59,11 @@ PEOPLE_DAILY_TYPES = {"nr": "PER", "ns": "LOC", "nt": "ORG"}
 PEOPLE_DAILY_LABELS = ("O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER")
 _SENTENCE_END = frozenset("。！？；!?;")
 _CLOSERS = frozenset("”’」』）)")
+# Share of single-CJK-character tokens above which a CoNLL file is one character per line.
+CHAR_LEVEL_SHARE = 0.9
+# CJK symbols and punctuation, full-width forms: single characters of such files besides
+# ideographs.
+_CJK_PUNCTUATION = ((0x3000, 0x303F), (0xFF00, 0xFFEF))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +148,44 @@ def read_conll(path: str, separator: str = " ",
     if not examples:
         raise UserError(f"{path}: no sentences")
     return examples
+
+
+def _is_cjk_character(token: str) -> bool:
+    return len(token) == 1 and any(lo <= ord(token) <= hi
+                                   for lo, hi in CJK_RANGES + _CJK_PUNCTUATION)
+
+
+def check_char_level(examples: Sequence[NerExample], path: str, char_level: bool) -> None:
+    """UserError when a file of one Chinese character per line is read as words.
+
+    Args:
+        examples: sequence of NerExample. The file's sentences.
+        path: str. The file (for the message).
+        char_level: bool. Whether the tokens join without spaces (separator "").
+
+    Raises:
+        UserError: without char_level, more than CHAR_LEVEL_SHARE of the tokens are single
+            CJK characters (ideographs or CJK punctuation) and some sentence has two or more.
+
+    Example:
+    >>> rows = [NerExample(tuple("北京很美"), ("B-LOC", "I-LOC", "O", "O"))]
+    >>> check_char_level(rows, "train.txt", char_level=True)
+    >>> check_char_level(rows, "train.txt", char_level=False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tfbert.errors.UserError: train.txt: 100% of its 4 tokens are single Chinese characters...
+    """
+    if char_level or not any(len(e.tokens) > 1 for e in examples):
+        return
+    tokens = sum(len(e.tokens) for e in examples)
+    single = sum(_is_cjk_character(t) for e in examples for t in e.tokens)
+    if single > CHAR_LEVEL_SHARE * tokens:
+        raise UserError(
+            f"{path}: {single / tokens:.0%} of its {tokens:,} tokens are single Chinese "
+            "characters (one character per line, text written without spaces): pass "
+            "--char_level. Read as words, each sentence's text would put a space between its "
+            "characters, and the model (and its export) would read text as written as one "
+            "word per sentence")
 
 
 def people_daily_ner(split: str) -> list[NerExample]:

@@ -13,8 +13,12 @@ answer is checked against its context (`context[answer_start:answer_start + len(
 A mismatch is either an error naming the file and question id (`on_bad_answer="error"`) or a counted
 warning (`"warn"`, the default): the answer is moved to the occurrence of its text nearest to the
 given `answer_start` ("repaired_answer"), or, when the text is not in the context at all, the
-question is kept for scoring by text but not trained on ("unmatched_answer"). Nothing is dropped
-silently; `SquadData.problems` lists the ids by kind.
+question is kept for scoring by text but not trained on ("unmatched_answer"). A question whose
+text is empty or blank is not trained on; in dev/test it is predicted (from the context alone)
+and scored like any other, as SQuAD's evaluation script counts every question
+("empty_question"). Nothing is dropped silently; `SquadData.problems` lists the ids by kind and
+run_squad's results.json counts them under "data". A file without any question, a question or
+context that is not a JSON string, and a malformed structure are errors naming the file.
 
 Windowing examples into model features is `tfbert.data.qa_features`; the built-in Chinese QA
 set is `tfbert.data.qa_builtin`.
@@ -50,6 +54,8 @@ PROBLEM_KINDS = {
     "missing_answers": "no answers and not marked is_impossible; predicted but not scored",
     "located_answer": "the file gives no answer_start (CMRC 2018's first layout); placed at the "
                       "first occurrence of the text in the context",
+    "empty_question": "the question text is empty or blank; not trained on, but predicted (from "
+                      "the context alone) and scored in dev/test",
 }
 
 
@@ -64,7 +70,8 @@ class QAExample:
         answers: list of dict. Gold answers `{"text": str, "answer_start": int}` (character offset
             into `context`); the first one is the training target.
         is_impossible: bool. SQuAD v2.0: the context does not answer the question.
-        trainable: bool. False when the first answer could not be located in the context.
+        trainable: bool. False when the example is no training target: its first answer could
+            not be located in the context, or its question is blank.
         title: str. The article title (informational).
     """
 
@@ -161,11 +168,20 @@ def read_squad_json(path: str, on_bad_answer: str = "warn",
     problems: dict[str, list[str]] = collections.defaultdict(list)
     seen_ids: set[str] = set()
     for a, article in enumerate(payload["data"]):
-        for p, paragraph in enumerate(article.get("paragraphs", [])):
+        paragraphs = article.get("paragraphs", []) if isinstance(article, dict) else None
+        if not isinstance(paragraphs, list):
+            raise UserError(f"{path}: data[{a}] must be an object with a 'paragraphs' list, got "
+                            f"{str(article)[:200]}")
+        for p, paragraph in enumerate(paragraphs):
             where = f"{path}: data[{a}].paragraphs[{p}]"
-            if "context" not in paragraph or "qas" not in paragraph:
+            if not isinstance(paragraph, dict) or "context" not in paragraph \
+                    or "qas" not in paragraph:
                 raise UserError(f"{where} needs 'context' and 'qas'")
             context = paragraph["context"]
+            if not isinstance(context, str) or not isinstance(paragraph["qas"], list):
+                raise UserError(f"{where}: 'context' must be a string and 'qas' a list, got "
+                                f"{type(context).__name__} and "
+                                f"{type(paragraph['qas']).__name__}")
             for qa in paragraph["qas"]:
                 example = _read_question(qa, context, article.get("title", ""), where,
                                          on_bad_answer, problems, offsets)
@@ -173,6 +189,8 @@ def read_squad_json(path: str, on_bad_answer: str = "warn",
                     raise UserError(f"{where}: question id {example.qas_id!r} appears twice")
                 seen_ids.add(example.qas_id)
                 examples.append(example)
+    if not examples:
+        raise UserError(f"{path}: no questions (no paragraph in its 'data' list has 'qas')")
     for kind, ids in problems.items():
         shown = ", ".join(ids[:10]) + (", ..." if len(ids) > 10 else "")
         logger.warning("%s: %d question(s) with %s (%s): %s", path, len(ids), kind,
@@ -207,9 +225,12 @@ def _from_cmrc2018_layout(payload: list, path: str) -> dict[str, Any]:
 def _read_question(qa: dict, context: str, title: str, where: str, on_bad_answer: str,
                    problems: dict[str, list[str]], offsets: bool = True) -> QAExample:
     for key in ("id", "question"):
-        if key not in qa:
+        if not isinstance(qa, dict) or key not in qa:
             raise UserError(f"{where}: a question has no {key!r} field: {str(qa)[:200]}")
     qas_id = str(qa["id"]).strip()
+    if not isinstance(qa["question"], str):
+        raise UserError(f"{where}: question {qas_id!r}: 'question' must be a string, got "
+                        f"{json.dumps(qa['question'], ensure_ascii=False)[:200]}")
     is_impossible = bool(qa.get("is_impossible", False))
     answers = [] if is_impossible else [dict(x) for x in qa.get("answers", [])]
     trainable = True
@@ -254,6 +275,9 @@ def _read_question(qa: dict, context: str, title: str, where: str, on_bad_answer
     if not is_impossible and not answers:
         logger.debug("missing_answers: %s: question %r", where, qas_id)
         problems["missing_answers"].append(qas_id)
+    if not qa["question"].strip():
+        problems["empty_question"].append(qas_id)
+        trainable = False
     return QAExample(qas_id, qa["question"], context, answers, is_impossible, trainable, title)
 
 

@@ -39,6 +39,7 @@ from tfbert.data import ner as data
 from tfbert.errors import UserError
 from tfbert.evaluation.ner import entity_metrics, entity_spans
 from tfbert.training import finetune as ft
+from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
 from tfbert.training.outputs import Staging, save_model
 
@@ -77,7 +78,7 @@ class NerConfig(TaskConfig):
     dev_file: str | None = None
     test_file: str | None = None
     char_level: bool = False
-    dropout: float = 0.1
+    dropout: float = field(0.1, lower_bound=0, less_than=1)
     long_input: str = "windows"
     doc_stride: int | None = None
     label_alignment: str = "first"
@@ -108,6 +109,7 @@ def load_data(config: NerConfig) -> dict[str, list[data.NerExample] | None]:
         elif needed[split] and files[split]:
             examples = data.read_conll(files[split], separator="" if config.char_level else " ",
                                        encoding=config.input_encoding)
+            data.check_char_level(examples, files[split], config.char_level)
         splits[split] = config.limit(examples, split)
     return splits
 
