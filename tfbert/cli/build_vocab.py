@@ -3,6 +3,8 @@
 A hashed slice of the lines is held out and the [UNK] rate of the new vocab on it is reported.
 Text is UTF-8 (a BOM is fine) unless --input_encoding names another (gb18030 for GBK text); a
 user error (missing file, text in another encoding, no text) is one line on stderr, exit code 2.
+--vocab_file is never one of the input files; an existing one is replaced only if tfbert wrote
+it (its record `.vocab.txt.tfbert.json` beside it, `tfbert.ownership`) or with --overwrite.
 
     tfbert-build-vocab --vocab_file=vocab.txt            # built-in corpus, 21128 tokens
     tfbert-build-vocab --input_file=corpus/*.txt,more/*.txt --vocab_file=vocab.txt \\
@@ -53,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--holdout_fraction", type=float, default=0.1,
                    help="share of lines held out to measure the [UNK] rate (default: "
                         "%(default)s)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --vocab_file that tfbert did not write (default: "
+                        "refuse; one tfbert wrote is replaced)")
     p.add_argument("--no_progress", action="store_true",
                    help="no progress bar (default: a progress bar)")
     return p
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
         args.vocab_file, input_file=args.input_file or None, vocab_size=args.vocab_size,
         lower_case=args.lower_case, holdout_fraction=args.holdout_fraction,
         show_progress=not args.no_progress, min_frequency=args.min_frequency,
-        num_unused=args.num_unused, encoding=args.input_encoding)
+        num_unused=args.num_unused, encoding=args.input_encoding, overwrite=args.overwrite)
     print(json.dumps(summary, indent=2, ensure_ascii=False))
     return summary
 

@@ -16,8 +16,11 @@ Text is UTF-8 (a BOM is fine) unless --input_encoding names another (gb18030 for
 
 An input that cannot make pretraining data (no documents, one document, a file in another
 encoding than the one given, a missing file) is one line on stderr and exit code 2, and nothing
-is written. Shards appear under their final names only when complete. The last line printed is
-the summary: documents, sentences, instances, NotNext share, and what was cut or skipped.
+is written. So is an --output_file that is one of the inputs (a text file, the vocab), or an
+existing file tfbert did not write: each file it writes gets a record `.NAME.tfbert.json` beside
+it (`tfbert.ownership`), and only such a file is replaced, or any with --overwrite. Shards
+appear under their final names only when complete. The last line printed is the summary:
+documents, sentences, instances, NotNext share, and what was cut or skipped.
 
     tfbert-create-pretraining-data --input_file=corpus/*.txt \\
         --output_file=data/pretrain.tfrecord --vocab_file=vocab.txt --max_seq_length=128 \\
@@ -95,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shuffle_buffer_instances", type=int,
                    default=DEFAULTS.shuffle_buffer_instances,
                    help="instances shuffled together before writing (default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace existing output files that tfbert did not write (default: "
+                        "refuse; ones tfbert wrote are replaced)")
     p.add_argument("--no_progress", action="store_true",
                    help="no progress bar (default: a progress bar)")
     p.add_argument("--output_format", choices=("tfbert", "google"), default="tfbert",
@@ -147,7 +153,7 @@ def main(argv: list[str] | None = None) -> instances.Stats:
         max_predictions_per_seq=20 if args.max_predictions_per_seq is None
         else args.max_predictions_per_seq,
         masked_lm_prob=0.15 if args.masked_lm_prob is None else args.masked_lm_prob,
-        do_whole_word_mask=args.do_whole_word_mask)
+        do_whole_word_mask=args.do_whole_word_mask, overwrite=args.overwrite)
     print(f"wrote {len(paths)} file(s): {paths[0]}{' ...' if len(paths) > 1 else ''}")
     print(stats.summary())
     return stats

@@ -42,6 +42,9 @@ Nothing lost, nothing silent (`create_pretraining_data`):
 - An input with no document, or only one (NSP draws NotNext segments from another document),
   is an error before anything is written. Shards are written under temporary names and
   renamed when complete: no empty or partial shard is ever left under the final name.
+- An output path is never an input (a text file, the vocab), and an existing file is replaced
+  only if tfbert wrote it (`.NAME.tfbert.json` beside it says so) or with `overwrite`
+  (`tfbert.ownership`).
 - A sentence longer than a pair holds (`max_seq_length - 3` tokens) is not split: it is cut
   to fit like any long segment and the rest of it is lost; such sentences are counted.
 - `Stats.summary()` states documents, sentences, instances and the NotNext share, with the
@@ -72,7 +75,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tfbert import textfiles
+from tfbert import ownership, textfiles
 from tfbert.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -712,8 +715,8 @@ def create_pretraining_data(output_file: str, vocab_file: str,
                             encoding: str = textfiles.DEFAULT_ENCODING,
                             max_bad_fraction: float = textfiles.CORPUS_MAX_BAD_FRACTION,
                             output_format: str = "tfbert", max_predictions_per_seq: int = 20,
-                            masked_lm_prob: float = 0.15, do_whole_word_mask: bool = False
-                            ) -> tuple[Stats, list[str]]:
+                            masked_lm_prob: float = 0.15, do_whole_word_mask: bool = False,
+                            overwrite: bool = False) -> tuple[Stats, list[str]]:
     """Writes pretraining TFRecords (see `tfbert.data.records`) from text files, from
     in-memory `documents`, or (neither given) from the built-in Chinese corpus.
 
@@ -754,13 +757,18 @@ def create_pretraining_data(output_file: str, vocab_file: str,
         masked_lm_prob: float. google format: share of non-special tokens masked.
         do_whole_word_mask: bool. google format: mask a token with its `##` pieces (and,
             with `whole_word_mask`, whole jieba words).
+        overwrite: bool. Replace existing output files that tfbert did not write (ones it
+            wrote, unchanged since, are replaced anyway: each gets a record
+            `.NAME.tfbert.json` beside it, `tfbert.ownership`).
 
     Returns:
         (Stats, the shard paths written).
 
     Raises:
         UserError: no or one document, no instances, an unknown encoding, undecodable bytes
-            beyond `max_bad_fraction`, bad options.
+            beyond `max_bad_fraction`, bad options; an output path that is an input (a text
+            file, the vocab) or an existing file tfbert did not write (without overwrite),
+            refused before anything is read.
         FileNotFoundError: an input file does not exist.
     """
     import tensorflow as tf
@@ -782,6 +790,9 @@ def create_pretraining_data(output_file: str, vocab_file: str,
         raise UserError(f"masked_lm_prob {masked_lm_prob} is not in (0, 1]")
     if input_files and documents is not None:
         raise ValueError("pass input_files or documents, not both")
+    final_paths = records_lib.shard_paths(output_file, num_shards)
+    ownership.claim_files(final_paths, {"input_file": input_files, "vocab_file": vocab_file},
+                          overwrite, "output_file")
     skipped: list[tuple[str, int, str]] = []
     reads = 0
     if input_files:
@@ -824,7 +835,6 @@ def create_pretraining_data(output_file: str, vocab_file: str,
                                       max_predictions_per_seq, masked_lm_prob,
                                       do_whole_word_mask, lower_case, seed=seed)
     stats = Stats()
-    final_paths = records_lib.shard_paths(output_file, num_shards)
     directory, name = os.path.split(output_file)
     writer = records_lib.ShardedWriter(os.path.join(directory, f".{name}.tmp-{os.getpid()}"),
                                        num_shards, gzip=gzip)
@@ -850,6 +860,7 @@ def create_pretraining_data(output_file: str, vocab_file: str,
                             f"documents and one instance ({stats.summary()})")
         for temp, path in zip(writer.paths, final_paths, strict=True):
             tf.io.gfile.rename(temp, path, overwrite=True)
+            ownership.record_file(path)  # .NAME.tfbert.json: a rerun may replace it
     except BaseException:
         for temp in writer.paths:
             with contextlib.suppress(Exception):

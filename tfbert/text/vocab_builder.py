@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from tfbert import fileio, textfiles
+from tfbert import fileio, ownership, textfiles
 from tfbert.errors import UserError
 from tfbert.text import vocab as vocab_lib
 
@@ -282,8 +282,8 @@ def read_text_files(patterns: str | Sequence[str], encoding: str = textfiles.DEF
 def build_vocab_file(vocab_file: str, input_file: str | Sequence[str] | None = None,
                      vocab_size: int = DEFAULT_VOCAB_SIZE, lower_case: bool = True,
                      holdout_fraction: float = 0.1, show_progress: bool = True,
-                     encoding: str = textfiles.DEFAULT_ENCODING, **kwargs: Any
-                     ) -> dict[str, Any]:
+                     encoding: str = textfiles.DEFAULT_ENCODING, overwrite: bool = False,
+                     **kwargs: Any) -> dict[str, Any]:
     """Builds and writes a vocab from text files (or the built-in Chinese corpus), holding out
     a slice of the lines to measure the [UNK] rate.
 
@@ -298,6 +298,8 @@ def build_vocab_file(vocab_file: str, input_file: str | Sequence[str] | None = N
             the [UNK] rate.
         show_progress: bool. Progress bar.
         encoding: str. Text encoding of the input files (`--input_encoding`).
+        overwrite: bool. Replace an existing vocab_file that tfbert did not write (one it
+            wrote, unchanged since, is replaced anyway: `tfbert.ownership`).
         **kwargs: more `build_vocab` arguments (min_frequency, num_unused, cjk_fill).
 
     Returns:
@@ -306,10 +308,14 @@ def build_vocab_file(vocab_file: str, input_file: str | Sequence[str] | None = N
         (tokens of 2+ characters), unused_slots.
 
     Raises:
-        UserError: no text, an unknown encoding, undecodable bytes beyond one line in 10,000.
+        UserError: no text, an unknown encoding, undecodable bytes beyond one line in 10,000;
+            a vocab_file that is an input, or exists and tfbert did not write it (without
+            overwrite), refused before anything is read.
         FileNotFoundError: a pattern that matches no file.
     """
     from tfbert.data import corpora
+
+    ownership.claim_files([vocab_file], {"input_file": input_file}, overwrite, "vocab_file")
 
     skipped: list[tuple[str, int, str]] = []
     if input_file is None:
@@ -334,6 +340,7 @@ def build_vocab_file(vocab_file: str, input_file: str | Sequence[str] | None = N
     tokens = build_vocab(train, vocab_size=vocab_size, lower_case=lower_case,
                          show_progress=show_progress, **kwargs)
     write_vocab(tokens, vocab_file)
+    ownership.record_file(vocab_file)  # .vocab.txt.tfbert.json: a rerun may replace it
     stats = unk_rate(vocab_file, heldout, lower_case=lower_case) if heldout else {}
     summary = {
         "vocab_file": vocab_file,

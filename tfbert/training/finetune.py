@@ -36,6 +36,7 @@ from typing import Any, ClassVar
 import keras
 import tensorflow as tf
 
+from tfbert import ownership
 from tfbert.config import BertConfig
 from tfbert.errors import UserError
 from tfbert.text.vocab import load_vocab
@@ -468,13 +469,16 @@ def task_run(config: TaskConfig, task: str) -> Iterator[outputs.Staging]:
     """Holds config.output_dir for one fine-tuning run; yields the staging folder its outputs
     go to (`run.path("results.json")`, ...), committed together when the block ends.
 
-    The run takes the folder's lock (a second run on it fails at once, naming this one),
-    finishes or clears what an interrupted run left (logging which), and on success replaces
-    the previous run's outputs with its own (`tfbert.training.outputs`); on an error the folder
-    keeps what it held. Outputs of the previous run that this one reads (an eval-only run's
-    init_checkpoint=output_dir/model) are kept. A non-chief multi-worker task stages in a
-    temporary folder and discards it: the chief's outputs are the run's.
+    The folder must be new, empty or a `task` run's own (`tfbert.ownership`; another kind of
+    run, files no run wrote, an existing file or one of the run's inputs are refused before
+    anything is written). The run takes the folder's lock (a second run on it fails at once,
+    naming this one), finishes or clears what an interrupted run left (logging which), and on
+    success replaces the previous run's outputs with its own (`tfbert.training.outputs`); on
+    an error the folder keeps what it held. Outputs of the previous run that this one reads
+    (an eval-only run's init_checkpoint=output_dir/model) are kept. A non-chief multi-worker
+    task stages in a temporary folder and discards it: the chief's outputs are the run's.
     """
+    ownership.claim_folder(config.output_dir, task, ownership.config_inputs(config))
     chief = config.distribution_strategy != "multi_worker" or tf_config_task()[0]
     with runtime.run_lock(config), outputs.staged(
             config.output_dir, task, dataclasses.asdict(config), keep=_inputs_inside(config),

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import secrets
@@ -43,13 +42,14 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from tfbert import ownership
 from tfbert.fileio import ordinary_permissions, write_json
 from tfbert.training.rundir import LOCK_FILE, command_line, now, remove_atomic_temp_files
 
 logger = logging.getLogger(__name__)
 
-MANIFEST = "tfbert_run.json"
-JOURNAL = ".tfbert-commit.json"
+MANIFEST = ownership.RUN_MANIFEST
+JOURNAL = ownership.RUN_JOURNAL
 STAGING_PREFIX = ".tfbert-run-"
 TRASH_PREFIX = ".tfbert-trash-"
 MARKER = ".tfbert-staging.json"  # inside a staging folder: whose it is
@@ -90,8 +90,13 @@ def new_run_id() -> str:
 
 
 def read_manifest(output_dir: str) -> dict[str, Any] | None:
-    """The manifest of the complete run in output_dir (None: no tfbert run committed there)."""
-    return _read_json(os.path.join(output_dir, MANIFEST))
+    """The manifest of the complete run in output_dir (None: no tfbert run committed there).
+
+    Raises:
+        UserError: a manifest that is damaged or not tfbert's, naming it and what is wrong.
+    """
+    return ownership.read_json_file(os.path.join(output_dir, MANIFEST), "tfbert's run manifest",
+                                    {"task": str, "run_id": str, "outputs": list})
 
 
 def describe(output_dir: str) -> RunState:
@@ -266,8 +271,4 @@ def _entries(output_dir: str, prefix: str) -> list[str]:
 
 
 def _read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
+    return ownership.read_json_file(path, "a tfbert run's bookkeeping file")

@@ -36,7 +36,8 @@ The stream holds only for the same data settings, so a resume compares them with
 `pretrain_config.json` and refuses a change, listing each setting with its old and new value;
 `allow_changed_settings` continues anyway and records the change (`tfbert.training.resume`).
 
-Safety. The run holds output_dir's lock (`tfbert.training.rundir`) from start to end, removes
+Safety. The run writes only into a new or empty output_dir or a pretraining run's own
+(`tfbert.ownership`), holds its lock (`tfbert.training.rundir`) from start to end, removes
 the `ckpt-N_temp/` folders a kill during a save leaves, and reads every input shard once
 (`tfbert.data.records.scan_records`, CRCs and truncation) before it builds the model;
 `skip_corrupt` trains without the unreadable rest of a damaged shard and reports it.
@@ -58,6 +59,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfbert import ownership
 from tfbert.config import BertConfig
 from tfbert.data import records
 from tfbert.data.pretraining import (
@@ -335,6 +337,9 @@ def run_pretraining(config: PretrainConfig,
         FloatingPointError: the loss became NaN/Inf (the last good checkpoint is kept).
     """
     config.validate()
+    # Only into a new or empty folder, or a pretraining run's own (tfbert.ownership).
+    ownership.claim_folder(config.output_dir, ownership.PRETRAINING,
+                           ownership.config_inputs(config))
     with runtime.run_lock(config):  # before any TensorFlow work: a busy folder is refused at once
         # The strategy first: multi-worker collectives must be set up before other TF ops run.
         strategy = get_strategy(config.distribution_strategy, config.tpu)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
+from tfbert import ownership
 from tfbert.data.pretraining import INPUT_ORDER
 from tfbert.errors import UserError
 from tfbert.training import callbacks as cb
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RUN_CONFIG_FILE = "pretrain_config.json"
+RUN_CONFIG_FILE = ownership.PRETRAIN_RECORD
 REPLAY_SETTINGS = ("input_files", "vocab_sha1", "lower_case", "max_seq_length",
                    "max_predictions_per_seq", "masked_lm_prob", "whole_word_mask",
                    "static_masking", "seed", "train_batch_size", "input_order", "phase1")
@@ -146,7 +146,11 @@ def describe_changes(changes: dict[str, tuple[Any, Any]]) -> str:
 
 def write_run_config(output_dir: str, config: PretrainConfig, settings: dict[str, Any],
                      allowed: dict[str, tuple[Any, Any]], latest: str | None) -> None:
-    """pretrain_config.json: the settings, the config, and every allowed change so far."""
+    """pretrain_config.json: the settings, the config, and every allowed change so far.
+
+    A resume keeps the init_checkpoint the run started from: the weights come from its own
+    checkpoint, so another init_checkpoint given now is not loaded (a warning says so).
+    """
     path = os.path.join(output_dir, RUN_CONFIG_FILE)
     previous = _read_json(path) if latest else None
     changes = list((previous or {}).get("setting_changes", []))
@@ -155,6 +159,15 @@ def write_run_config(output_dir: str, config: PretrainConfig, settings: dict[str
                         "changed": {k: {"old": old, "new": new}
                                     for k, (old, new) in sorted(allowed.items())}})
     record = {**settings, "config": dataclasses.asdict(config)}
+    started = (previous or {}).get("config")
+    if isinstance(started, dict) and "init_checkpoint" in started:
+        started_from = started["init_checkpoint"]
+        if config.init_checkpoint and config.init_checkpoint != started_from:
+            logger.warning("resuming from %s (step %d): the checkpoint's weights win over "
+                           "init_checkpoint %s; %s keeps the run's own init_checkpoint, %s",
+                           latest, _checkpoint_step(latest), config.init_checkpoint, path,
+                           started_from or "none (random init)")
+        record["config"]["init_checkpoint"] = started_from
     if changes:
         record["setting_changes"] = changes
     cb.write_json(path, record)
@@ -165,7 +178,5 @@ def _checkpoint_step(path: str) -> int:
 
 
 def _read_json(path: str) -> Any:
-    if not os.path.exists(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return ownership.read_json_file(path, "tfbert's pretraining record",
+                                    ownership.PRETRAIN_RECORD_KEYS)

@@ -27,18 +27,16 @@ True
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import os
 import re
-import shlex
 import shutil
 import socket
-import sys
 from typing import Any
 
 from tfbert.errors import UserError
+from tfbert.ownership import command_line, now  # noqa: F401 - also this module's names
 
 try:
     import fcntl
@@ -49,16 +47,6 @@ logger = logging.getLogger(__name__)
 
 LOCK_FILE = ".tfbert.lock"
 _MAX_COMMAND = 400  # characters of the holder's command line shown in the message
-
-
-def command_line() -> str:
-    """This process's command line, as a shell would take it ("python run_pretraining.py ...")."""
-    return shlex.join([os.path.basename(sys.executable or "python"), *sys.argv])
-
-
-def now() -> str:
-    """The local time with its UTC offset, to the second (ISO 8601)."""
-    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
 class RunLock:

@@ -1,0 +1,361 @@
+"""One ownership rule for every writing command (tfbert.ownership): a command writes a folder only
+if it is new, empty or a run of the same kind, a file only if it is new or tfbert wrote it (or
+with --overwrite), and never over or into one of its inputs. Every refusal is one line naming
+the path, exit code 2, and leaves the user's files byte for byte as they were."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+
+import pytest
+
+from tfbert import ownership
+from tfbert.data import instances
+from tfbert.errors import UserError
+from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+from tfbert.tasks.ner import NerConfig, run_ner
+from tfbert.tasks.squad import SquadConfig, run_squad
+from tfbert.text import vocab_builder
+from tfbert.training import outputs, resume
+from tfbert.training.pretrain import PretrainConfig, run_pretraining
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+CORPUS = "你好世界。\n今天天气很好。\n\n我们去公园。\n公园里有花。\n\n他在读书。\n书很有意思。\n"
+
+
+VOCAB = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n你\n好\n"
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> str:
+    """A tiny encoder saved by tfbert, with VOCAB as its vocab.txt."""
+    import tfbert
+
+    root = tmp_path_factory.mktemp("tiny_model")
+    (root / "vocab.txt").write_text(VOCAB, encoding="utf-8")
+    encoder = tfbert.BertEncoder(tfbert.BertConfig(
+        vocab_size=7, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32, max_position_embeddings=16))
+    tfbert.save_pretrained(encoder, str(root / "model"), vocab_file=str(root / "vocab.txt"))
+    return str(root / "model")
+
+
+@pytest.fixture
+def inputs(tmp_path, tiny_model):
+    """A command's inputs: a corpus, a vocab, a model config, training files of each task, a
+    records file and an init_checkpoint folder (the checks run before the data is read)."""
+    root = tmp_path / "in"
+    shutil.copytree(tiny_model, root / "model")
+    files = {"corpus": CORPUS, "vocab": VOCAB,
+             "config": json.dumps({"vocab_size": 7}), "tsv": "text\tlabel\n好\tpositive\n",
+             "conll": "你 B-PER\n好 O\n", "json": json.dumps({"data": []}),
+             "records": "not really records"}
+    paths = {}
+    for name, text in files.items():
+        paths[name] = str(root / f"{name}.txt")
+        (root / f"{name}.txt").write_text(text, encoding="utf-8")
+    paths["model"] = str(root / "model")
+    return paths
+
+
+# --- the commands, as library calls ----------------------------------------------------------
+
+def _pretrain(out: str, p: dict, **kw) -> None:
+    run_pretraining(PretrainConfig(output_dir=out, input_file=p["records"],
+                                   vocab_file=p["vocab"], init_checkpoint=p["model"],
+                                   num_train_steps=1, num_warmup_steps=0, verbose=0))
+
+
+def _finetune(run: Callable, config_cls: type, data: str) -> Callable:
+    def call(out: str, p: dict, **kw) -> None:
+        run(config_cls(output_dir=out, train_file=p[data], vocab_file=p["vocab"],
+                       init_checkpoint=p["model"], learning_rate=1e-3, verbose=0))
+    return call
+
+
+def _build_vocab(out: str, p: dict, overwrite: bool = False) -> None:
+    vocab_builder.build_vocab_file(out, input_file=p["corpus"], vocab_size=120,
+                                   min_frequency=1, show_progress=False, overwrite=overwrite)
+
+
+def _create_data(out: str, p: dict, overwrite: bool = False) -> None:
+    instances.create_pretraining_data(out, p["vocab"], [p["corpus"]],
+                                      instances.InstanceOptions(max_seq_length=32, dupe_factor=1),
+                                      progress=False, overwrite=overwrite)
+
+
+# name: (kind of output, the call, the kind of run a folder of "another kind" holds)
+FOLDER_COMMANDS = {
+    "tfbert-pretrain": (_pretrain, "classification"),
+    "tfbert-classifier": (_finetune(run_classifier, ClassifierConfig, "tsv"), "pretraining"),
+    "tfbert-ner": (_finetune(run_ner, NerConfig, "conll"), "classification"),
+    "tfbert-squad": (_finetune(run_squad, SquadConfig, "json"), "ner"),
+}
+FILE_COMMANDS = {
+    "tfbert-build-vocab": _build_vocab,
+    "tfbert-create-pretraining-data": _create_data,
+}
+
+
+def _snapshot(root) -> dict[str, bytes | None]:
+    """Every file (its bytes) and folder (None) under root, hidden ones too."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            found[os.path.relpath(os.path.join(folder, name), root)] = None
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                found[os.path.relpath(path, root)] = f.read()
+    return found
+
+
+def _refused(call: Callable, out: str, inputs: dict, root, match: str, **kw) -> str:
+    """Runs `call`, asserts a one-line UserError naming `out` that contains `match`, and that
+    nothing under root changed; returns the message."""
+    before = _snapshot(root)
+    with pytest.raises(UserError) as caught:
+        call(out, inputs, **kw)
+    message = str(caught.value)
+    assert "\n" not in message and out in message, message
+    assert match in message, message
+    assert _snapshot(root) == before  # byte-identical, and nothing new (no lock, no sidecar)
+    return message
+
+
+# --- what a folder holds ---------------------------------------------------------------------
+
+def _user_folder(path) -> None:
+    """A user's folder: a model and pretraining results no tfbert run recorded."""
+    (path / "model").mkdir(parents=True)
+    (path / "model" / "weights.bin").write_bytes(b"\x00user weights")
+    (path / "pretrain_results.json").write_text('{"mine": 1}')
+
+
+def _run_folder(path, kind: str) -> None:
+    """A finished run of `kind`: a fine-tuning commit (tfbert_run.json) or a pretraining run's
+    record (pretrain_config.json), with its model."""
+    if kind == ownership.PRETRAINING:
+        (path / "model").mkdir(parents=True)
+        (path / "model" / "weights.bin").write_bytes(b"pretrained")
+        (path / resume.RUN_CONFIG_FILE).write_text(json.dumps(
+            {"input_files": ["records.txt (18 bytes)"], "config": {"init_checkpoint": None}}))
+        return
+    with outputs.staged(str(path), kind) as run:
+        os.makedirs(run.path("model"))
+        with open(os.path.join(run.path("model"), "weights.bin"), "wb") as f:
+            f.write(b"fine-tuned")
+        with open(run.path("results.json"), "w") as f:
+            f.write('{"accuracy": 0.9}')
+
+
+@pytest.mark.parametrize("command", sorted(FOLDER_COMMANDS))
+def test_run_folder_refusals(command, inputs, tmp_path):
+    """Each run command refuses the same cases, one line naming the folder, nothing touched."""
+    call, other_kind = FOLDER_COMMANDS[command]
+    root = tmp_path
+    # An input as output_dir: the init_checkpoint folder, and a link to it.
+    _refused(call, inputs["model"], inputs, root, "is also the init_checkpoint")
+    os.symlink(inputs["model"], tmp_path / "link")
+    _refused(call, str(tmp_path / "link"), inputs, root, "is also the init_checkpoint")
+    # Inside an input folder.
+    _refused(call, os.path.join(inputs["model"], "run"), inputs, root,
+             "is inside the init_checkpoint folder")
+    # A user's folder (model/ and pretrain_results.json): nothing of it is replaced.
+    _user_folder(tmp_path / "user")
+    _refused(call, str(tmp_path / "user"), inputs, root,
+             "holds model, pretrain_results.json, and no tfbert run record")
+    # A run of another kind.
+    _run_folder(tmp_path / "other", other_kind)
+    _refused(call, str(tmp_path / "other"), inputs, root, f"holds a {other_kind} run")
+    # An existing file.
+    (tmp_path / "file").write_text("a file")
+    _refused(call, str(tmp_path / "file"), inputs, root, "is a file; output_dir names the folder")
+    # A damaged or foreign record.
+    (tmp_path / "cut").mkdir()
+    manifest = json.dumps({"run_id": "r", "task": "ner", "outputs": ["model"]}, indent=2)
+    (tmp_path / "cut" / outputs.MANIFEST).write_text(manifest[:30])
+    message = _refused(call, str(tmp_path / "cut"), inputs, root,
+                       f"{tmp_path / 'cut' / outputs.MANIFEST} is not valid JSON (truncated?)")
+    assert message.endswith("it should be tfbert's run manifest: restore it, or move it away")
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / outputs.MANIFEST).write_text('{"name": "my project"}')
+    _refused(call, str(tmp_path / "foreign"), inputs, root,
+             f"{tmp_path / 'foreign' / outputs.MANIFEST} is not tfbert's run manifest (no "
+             "'task'); tfbert did not write it")
+    (tmp_path / "cutpre").mkdir()
+    (tmp_path / "cutpre" / resume.RUN_CONFIG_FILE).write_text('{"input_files": ["a", ')
+    _refused(call, str(tmp_path / "cutpre"), inputs, root,
+             f"{tmp_path / 'cutpre' / resume.RUN_CONFIG_FILE} is not valid JSON (truncated?)")
+
+
+@pytest.mark.parametrize("kind", ["pretraining", "classification", "ner", "qa"])
+def test_a_run_folder_of_the_same_kind_is_writable(kind, tmp_path):
+    """New, empty (tfbert's own leftovers aside) and same-kind folders pass; a run's own
+    model as init_checkpoint (an eval-only run, a pretraining resume) is no conflict."""
+    assert ownership.claim_folder(str(tmp_path / "new"), kind) is None
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".tfbert.lock").write_text("")  # a kill before anything was written
+    (tmp_path / "empty" / ".tfbert-run-20250101-000000-abcdef").mkdir()
+    (tmp_path / "empty" / ".pretrain_config.json.tmp-ab12_x9z").write_text("{")
+    assert ownership.claim_folder(str(tmp_path / "empty"), kind) is None
+    out = tmp_path / "run"
+    _run_folder(out, kind)
+    (out / "notes.txt").write_text("mine")  # a user's file in a run folder: kept, as always
+    own_model = {"init_checkpoint": str(out / "model"), "vocab_file": str(out / "model")}
+    assert ownership.claim_folder(str(out), kind, own_model) == kind
+    assert ownership.folder_kind(str(out)) == kind
+
+
+def test_a_commit_cut_short_is_its_runs_kind(tmp_path):
+    """A folder whose commit journal is all that names its run (killed between the journal and
+    the manifest) belongs to that run's kind."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / outputs.JOURNAL).write_text(json.dumps({"run": {"task": "ner", "run_id": "r"}}))
+    assert ownership.claim_folder(str(out), "ner") == "ner"
+    with pytest.raises(UserError, match="holds a ner run"):
+        ownership.claim_folder(str(out), "qa")
+
+
+@pytest.mark.parametrize("command", sorted(FILE_COMMANDS))
+def test_output_file_refusals(command, inputs, tmp_path):
+    """Each file-writing command refuses the same cases, one line naming the path."""
+    call = FILE_COMMANDS[command]
+    root = tmp_path
+    _refused(call, inputs["corpus"], inputs, root, "is also the input_file; a command never "
+             "writes over one of its inputs")
+    os.symlink(inputs["corpus"], tmp_path / "link.txt")
+    _refused(call, str(tmp_path / "link.txt"), inputs, root,
+             f"is also the input_file ({inputs['corpus']})")
+    if command == "tfbert-create-pretraining-data":  # the vocab is an input too
+        _refused(call, inputs["vocab"], inputs, root, "is also the vocab_file")
+    (tmp_path / "notes.txt").write_text("my notes")
+    _refused(call, str(tmp_path / "notes.txt"), inputs, root,
+             "exists and tfbert did not write it (or it changed since: no matching "
+             ".notes.txt.tfbert.json beside it); pass --overwrite")
+    # A file tfbert wrote and a user changed since: its record no longer matches.
+    (tmp_path / "changed.txt").write_text("tfbert's")
+    ownership.record_file(str(tmp_path / "changed.txt"))
+    (tmp_path / "changed.txt").write_text("the user's")
+    _refused(call, str(tmp_path / "changed.txt"), inputs, root, "exists and tfbert did not")
+    (tmp_path / "folder").mkdir()
+    _refused(call, str(tmp_path / "folder"), inputs, root, "is a folder")
+
+
+def test_overwrite_and_own_files_let_the_file_commands_write(tmp_path, inputs):
+    """--overwrite replaces a user's file (then tfbert's record is beside it); a file tfbert
+    wrote is replaced by a rerun without it."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("a user's list\n")
+    _build_vocab(str(vocab), inputs, overwrite=True)
+    assert vocab.read_text().startswith("[PAD]\n") and ownership.is_owned_file(str(vocab))
+    record = json.loads((tmp_path / ".vocab.txt.tfbert.json").read_text())
+    assert record["file"] == "vocab.txt" and record["bytes"] == vocab.stat().st_size
+    _build_vocab(str(vocab), inputs)  # its own file: replaced without overwrite
+    inputs = dict(inputs, vocab=str(vocab))
+    records = tmp_path / "data.tfrecord"
+    records.write_text("a user's file")
+    _create_data(str(records), inputs, overwrite=True)
+    assert ownership.is_owned_file(str(records))
+    first = records.read_bytes()
+    _create_data(str(records), inputs)
+    assert records.read_bytes() == first  # the same input and seed: the same records
+
+
+def test_a_resume_keeps_the_init_checkpoint_it_started_from(tmp_path, caplog):
+    """A resume given another init_checkpoint trains on from its checkpoint, so the record
+    keeps the init the run started from, and a warning says the checkpoint wins."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[MASK]\na\n")
+    first = PretrainConfig(output_dir=str(tmp_path), vocab_file=str(vocab),
+                           init_checkpoint="first/model")
+    settings = resume.run_settings(first, [str(vocab)], str(vocab), True, None)
+    resume.write_run_config(str(tmp_path), first, settings, {}, None)
+    again = PretrainConfig(output_dir=str(tmp_path), vocab_file=str(vocab),
+                           init_checkpoint="other/model", num_train_steps=2000)
+    latest = str(tmp_path / "checkpoints" / "ckpt-40")
+    with caplog.at_level(logging.WARNING):
+        resume.write_run_config(str(tmp_path), again, settings, {}, latest)
+    record = json.loads((tmp_path / resume.RUN_CONFIG_FILE).read_text())
+    assert record["config"]["init_checkpoint"] == "first/model"
+    assert record["config"]["num_train_steps"] == 2000  # what may change is the new value
+    assert (f"resuming from {latest} (step 40): the checkpoint's weights win over "
+            f"init_checkpoint other/model; {tmp_path / resume.RUN_CONFIG_FILE} keeps the run's "
+            "own init_checkpoint, first/model") in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # the same command again: nothing to warn about
+        resume.write_run_config(str(tmp_path), first, settings, {}, latest)
+    assert "win over" not in caplog.text
+
+
+# --- through the command lines ---------------------------------------------------------------
+
+@pytest.mark.slow  # seven processes that import TensorFlow (110 s on 2 busy cores)
+def test_each_command_refuses_with_one_line_and_exit_2(inputs, tmp_path):
+    """One representative refusal per command: exit code 2, one line naming the path, no
+    traceback, the user's files untouched."""
+    import tfbert
+
+    tiny = tfbert.BertConfig(vocab_size=7, hidden_size=16, num_hidden_layers=1,
+                             num_attention_heads=2, intermediate_size=32,
+                             max_position_embeddings=16)
+    model = tfbert.BertClassifier(tfbert.BertEncoder(tiny), num_classes=2)
+    model_dir = tmp_path / "finetuned"
+    tfbert.save_pretrained(model, str(model_dir), vocab_file=inputs["vocab"],
+                           metadata={"task": "classification", "max_seq_length": 16})
+    _user_folder(tmp_path / "user")
+    _run_folder(tmp_path / "pretrained", ownership.PRETRAINING)
+    (tmp_path / "file").write_text("a file")
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / outputs.MANIFEST).write_text('{"run_id": "r", "ta')
+    python = [sys.executable]
+    cases = {
+        "run_pretraining.py": (python + ["run_pretraining.py", f"--input_file={inputs['records']}",
+                                         f"--vocab_file={inputs['vocab']}",
+                                         f"--output_dir={tmp_path / 'user'}"],
+                               f"{tmp_path / 'user'} holds model, pretrain_results.json"),
+        "run_classifier.py": (python + ["run_classifier.py", f"--train_file={inputs['tsv']}",
+                                        f"--init_checkpoint={model_dir}",
+                                        f"--output_dir={tmp_path / 'pretrained'}"],
+                              f"{tmp_path / 'pretrained'} holds a pretraining run"),
+        "run_ner.py": (python + ["run_ner.py", f"--train_file={inputs['conll']}",
+                                 f"--init_checkpoint={model_dir}",
+                                 f"--output_dir={tmp_path / 'file'}"],
+                       f"{tmp_path / 'file'} is a file"),
+        "run_squad.py": (python + ["run_squad.py", f"--train_file={inputs['json']}",
+                                   "--do_train",
+                                   f"--init_checkpoint={model_dir}",
+                                   f"--output_dir={tmp_path / 'cut'}"],
+                         f"{tmp_path / 'cut' / outputs.MANIFEST} is not valid JSON"),
+        "build_vocab.py": (python + ["data_tools/build_vocab.py",
+                                     f"--input_file={inputs['corpus']}",
+                                     f"--vocab_file={inputs['corpus']}"],
+                           f"{inputs['corpus']} is also the input_file"),
+        "create_pretraining_data.py": (
+            python + ["data_tools/create_pretraining_data.py",
+                      f"--input_file={inputs['corpus']}", f"--output_file={inputs['corpus']}",
+                      f"--vocab_file={inputs['vocab']}"],
+            f"{inputs['corpus']} is also the input_file"),
+        "tfbert-export": (python + ["-m", "tfbert.export", f"--model_dir={model_dir}",
+                                    f"--export_dir={tmp_path / 'file'}"],
+                          f"{tmp_path / 'file'} is a file"),
+    }
+    before = _snapshot(tmp_path)
+    running = {name: subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+               for name, (command, _) in cases.items()}
+    for name, process in running.items():
+        _, stderr = process.communicate(timeout=300)
+        last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+        assert process.returncode == 2, (name, stderr[-3000:])
+        assert "Traceback" not in stderr, (name, stderr[-3000:])
+        assert last.split(": error: ", 1)[-1].startswith(cases[name][1]), (name, last)
+    assert _snapshot(tmp_path) == before
