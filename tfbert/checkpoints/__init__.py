@@ -37,7 +37,7 @@ _MODEL_CALLS = {name: "tfbert.models.pretrained" for name in
                 ("from_pretrained", "load_model", "model_from_pretrained", "save_pretrained")}
 
 __all__ = ["Checkpoint", "CheckpointError", "detect_format", "read_checkpoint", "read_metadata",
-           "write_checkpoint", *sorted(_MODEL_CALLS)]
+           "stated_lower_case", "write_checkpoint", *sorted(_MODEL_CALLS)]
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _MODEL_CALLS)
 
@@ -73,7 +73,8 @@ def detect_format(source: Any) -> str:
     if google.is_google_dir(path):
         return "google"
     raise CheckpointError(
-        f"{path}: unknown checkpoint format. Expected a Hugging Face directory (config.json + "
+        f"{path} holds no checkpoint tfbert reads (unknown checkpoint format). Expected a "
+        "Hugging Face directory (config.json + "
         "model.safetensors or pytorch_model.bin), a Google TF1 directory (bert_config.json + "
         "bert_model.ckpt.index/.data-*), a keras-hub preset (config.json with "
         "registered_name) or a tfbert directory (tfbert.json + config.json + model.safetensors)."
@@ -160,3 +161,38 @@ def read_metadata(path: str) -> dict[str, Any]:
     """tfbert.json of a directory written by `save_pretrained` (model class, head config, and
     the caller's metadata such as task, labels, max_seq_length)."""
     return native.read_metadata(path)
+
+
+def stated_lower_case(path: str) -> tuple[bool, str] | None:
+    """The casing a checkpoint states, and where, read without its weights: tfbert.json's
+    lower_case (the casing a fine-tuning run tokenized with), else do_lower_case in config.json
+    or tokenizer_config.json (Hugging Face, tfbert) or bert_config.json (or its tfbert_config),
+    else Google's name rule for its released models. None when nothing states it (a reader then
+    guesses, `hf.read_config`, `google.read_config`).
+
+    Args:
+        path: str. A checkpoint directory or a Google checkpoint prefix.
+    """
+    directory = path if os.path.isdir(path) else os.path.dirname(path)
+    if os.path.isfile(os.path.join(directory, native.METADATA_FILE)):
+        value = native.read_metadata(directory).get("lower_case")
+        if isinstance(value, bool):
+            return value, os.path.join(directory, native.METADATA_FILE)
+    if (os.path.isfile(os.path.join(directory, hf.CONFIG_FILE))
+            and not keras_hub.is_keras_hub_preset(directory)):
+        values = hf.read_values(directory)
+        value = hf.read_lower_case(directory, values)
+        if value is not None:
+            where = hf.CONFIG_FILE if "do_lower_case" in values else "tokenizer_config.json"
+            return value, os.path.join(directory, where)
+    if os.path.isfile(os.path.join(directory, google.CONFIG_FILE)):
+        values = google.read_values(directory)
+        own = values.get("tfbert_config")
+        if isinstance(own, dict) and isinstance(own.get("lower_case"), bool):
+            return own["lower_case"], os.path.join(directory, google.CONFIG_FILE)
+        if "do_lower_case" in values:
+            return bool(values["do_lower_case"]), os.path.join(directory, google.CONFIG_FILE)
+        value = google.lower_case_by_name(directory)
+        if value is not None:
+            return value, f"Google's rule for its model {os.path.basename(directory)}"
+    return None

@@ -61,13 +61,21 @@ def checkpoint_prefix(path: str) -> str:
                           f"to use: {[os.path.basename(p) for p in prefixes]}")
 
 
-def _guess_lower_case(path: str, vocab_file: str | None) -> bool:
-    """Google's name rule, else the vocab: a cased vocab holds capitalised words."""
+def lower_case_by_name(path: str) -> bool | None:
+    """The casing Google's name rule gives a released model's folder, else None."""
     name = os.path.basename(os.path.normpath(path))
     if any(m in name for m in _LOWER_MODELS) and not name.startswith(_CASED_MODELS):
         return True
     if any(name.startswith(m) for m in _CASED_MODELS):
         return False
+    return None
+
+
+def _guess_lower_case(path: str, vocab_file: str | None) -> bool:
+    """Google's name rule, else the vocab: a cased vocab holds capitalised words."""
+    by_name = lower_case_by_name(path)
+    if by_name is not None:
+        return by_name
     if vocab_file:
         with open(vocab_file, encoding="utf-8") as f:
             cased = sum(1 for line in f if re.fullmatch(r"[A-Z][a-z]+", line.strip()))
@@ -77,6 +85,19 @@ def _guess_lower_case(path: str, vocab_file: str | None) -> bool:
         return lower
     logger.warning("%s: cannot tell whether the model is cased; assuming lower_case=True", path)
     return True
+
+
+def read_values(path: str) -> dict[str, Any]:
+    """bert_config.json of a directory as a dict."""
+    config_file = os.path.join(path, CONFIG_FILE)
+    with open(config_file, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise CheckpointError(f"{config_file}: not valid JSON ({e})") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{config_file}: expected a JSON object")
+    return values
 
 
 def read_config(path: str, vocab_file: str | None = None) -> BertConfig:
@@ -89,9 +110,8 @@ def read_config(path: str, vocab_file: str | None = None) -> BertConfig:
     if not os.path.isfile(config_file):
         raise CheckpointError(f"{path}: missing {CONFIG_FILE} (a Google BERT checkpoint "
                               f"directory needs it). Files present: {sorted(os.listdir(path))}")
-    with open(config_file, encoding="utf-8") as f:
-        values = json.load(f)
-    if isinstance(values, dict) and "tfbert_config" in values:
+    values = read_values(path)
+    if "tfbert_config" in values:
         try:
             return BertConfig.from_dict(values["tfbert_config"])
         except (TypeError, ValueError) as e:
@@ -111,33 +131,99 @@ def read_google(path: str, config: BertConfig | None = None) -> Checkpoint:
         path: str. Directory with bert_config.json and bert_model.ckpt.*, or the prefix itself.
         config: BertConfig or None. Overrides bert_config.json when given.
     """
-    import tensorflow as tf
-
     directory = path if os.path.isdir(path) else os.path.dirname(path)
     vocab = os.path.join(directory, "vocab.txt")
     vocab = vocab if os.path.isfile(vocab) else None
     config = config or read_config(directory, vocab)
     prefix = checkpoint_prefix(path)
     by_google = {e.google: e for e in names.all_entries(config.num_hidden_layers)}
+    reader = open_reader(prefix)
     weights: dict[str, np.ndarray] = {}
-    try:
-        reader = tf.train.load_checkpoint(prefix)
-        for name in sorted(reader.get_variable_to_shape_map()):
-            if names.is_google_non_model(name):
-                continue
-            entry = by_google.get(name)
-            if entry is None:  # kept under its own name, so check() lists it as unused
-                weights[name] = np.asarray(reader.get_tensor(name))
-                continue
-            value = as_float32(name, reader.get_tensor(name), prefix)
-            weights[entry.canonical] = value.T if entry.transpose else value
-    except (tf.errors.OpError, ValueError) as e:
-        if isinstance(e, CheckpointError):
-            raise
-        raise CheckpointError(f"{prefix}: cannot read the TF checkpoint: {e}") from None
+    for name in sorted(reader.get_variable_to_shape_map()):
+        if names.is_google_non_model(name):
+            continue
+        entry = by_google.get(name)
+        if entry is None:  # kept under its own name, so check() lists it as unused
+            weights[name] = np.asarray(_tensor(reader, name, prefix))
+            continue
+        value = as_float32(name, _tensor(reader, name, prefix), prefix)
+        weights[entry.canonical] = value.T if entry.transpose else value
     metadata = heads.from_google(weights, prefix)
     return Checkpoint(config=config, weights=weights, source=prefix, format="google",
                       vocab_file=vocab, metadata=metadata)
+
+
+def open_reader(prefix: str) -> Any:
+    """A `tf.train.load_checkpoint` reader of a checkpoint prefix whose files are all there.
+
+    Raises:
+        CheckpointError: a damaged or truncated .index, a missing data shard, or data shards
+            shorter than the tensors the index lists, naming the file and both sizes.
+    """
+    import tensorflow as tf
+
+    index = prefix + ".index"
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointError(f"{index} is damaged or truncated ({os.path.getsize(index)} "
+                              f"bytes): {_reason(e)}; cannot read the TF checkpoint") from None
+    shards = data_shards(prefix)
+    counts = {int(p.rsplit("-of-", 1)[1]) for p in shards}
+    if not shards:
+        raise CheckpointError(f"{prefix}.data-00000-of-00001: no such file (the tensors of "
+                              f"{os.path.basename(index)}); cannot read the TF checkpoint")
+    if len(counts) != 1 or len(shards) != counts.pop():
+        raise CheckpointError(f"{prefix}: data shards missing or mixed (found "
+                              f"{[os.path.basename(p) for p in shards]}); cannot read the TF "
+                              "checkpoint")
+    size = sum(os.path.getsize(p) for p in shards)
+    least, exact = tensor_bytes(reader)
+    if size < least:
+        raise CheckpointError(f"{_shards_name(prefix)}: truncated ({size} bytes, the index expects "
+                              f"{'' if exact else 'at least '}{least})")
+    return reader
+
+
+def data_shards(prefix: str) -> list[str]:
+    """The data shards of a checkpoint prefix: PREFIX.data-NNNNN-of-MMMMM files."""
+    return sorted(p for p in glob.glob(glob.escape(prefix) + ".data-*-of-*")
+                  if re.search(r"\.data-\d+-of-\d+$", p))
+
+
+def _shards_name(prefix: str) -> str:
+    shards = data_shards(prefix)
+    return shards[0] if len(shards) == 1 else f"{prefix}.data-* ({len(shards)} files)"
+
+
+def tensor_bytes(reader: Any) -> tuple[int, bool]:
+    """(bytes the fixed-size tensors of a checkpoint take in its data shards, whether that is
+    every tensor): a lower bound on the shards' size, exact when no tensor is a string."""
+    import tensorflow as tf
+
+    shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+    total, exact = 0, True
+    for name, dtype in dtypes.items():
+        if dtype in (tf.string, tf.variant, tf.resource) or not dtype.is_numpy_compatible:
+            exact = False
+            continue
+        total += int(np.prod(shapes[name], dtype=np.int64)) * dtype.size
+    return total, exact
+
+
+def _tensor(reader: Any, name: str, prefix: str) -> Any:
+    """reader.get_tensor(name); a damaged data shard is a CheckpointError naming the tensor."""
+    import tensorflow as tf
+
+    try:
+        return reader.get_tensor(name)
+    except (tf.errors.OpError, IndexError) as e:  # IndexError: "Read less bytes than requested"
+        raise CheckpointError(f"{_shards_name(prefix)}: damaged at tensor {name} "
+                              f"({_reason(e)}); cannot read the TF checkpoint") from None
+
+
+def _reason(error: Exception) -> str:
+    return getattr(error, "message", None) or str(error)
 
 
 def check_expressible(config: BertConfig, approximate_activation: bool = False,

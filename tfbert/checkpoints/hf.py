@@ -28,6 +28,7 @@ WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_mo
 _IGNORED = ("embeddings.position_ids",)  # a torch buffer, not a weight
 _DECODER_WEIGHT = "cls.predictions.decoder.weight"  # tied to the word embeddings in BERT
 _DECODER_BIAS = "cls.predictions.decoder.bias"  # tied to cls.predictions.bias in newer HF
+_MAX_HEADER_SIZE = 100_000_000  # safetensors' own limit on the JSON header
 
 
 def is_hf_dir(path: str) -> bool:
@@ -56,9 +57,7 @@ def read_state_dict(path: str) -> dict[str, np.ndarray]:
             out.update(read_state_dict(os.path.join(os.path.dirname(path), shard)))
         return out
     if path.endswith(".safetensors"):
-        from safetensors.numpy import load_file
-
-        return load_file(path)
+        return read_safetensors(path)
     try:
         import torch
     except ImportError:
@@ -70,6 +69,44 @@ def read_state_dict(path: str) -> dict[str, np.ndarray]:
             for k, v in state.items()}
 
 
+def read_safetensors(path: str) -> dict[str, np.ndarray]:
+    """All tensors of a safetensors file; a damaged or truncated one is a CheckpointError naming
+    the file and what is wrong (`safetensors_problem`)."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    try:
+        return load_file(path)
+    except SafetensorError as e:
+        raise CheckpointError(f"{path} is damaged or truncated: "
+                              f"{safetensors_problem(path, str(e))}") from None
+
+
+def safetensors_problem(path: str, reason: str) -> str:
+    """What is wrong with a safetensors file that does not load: its size against the size its
+    header gives (8 bytes of header length, the JSON header, then the tensors' bytes), else
+    `reason` (safetensors' own words)."""
+    reason = reason.removeprefix("Error while deserializing header: ")
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            return f"{size} bytes, shorter than the 8 bytes that give its header's length"
+        header_size = int.from_bytes(prefix, "little")
+        if header_size > _MAX_HEADER_SIZE:
+            return f"{reason} (not a safetensors file?)"
+        if size < 8 + header_size:
+            return f"{size} bytes, its header alone takes {8 + header_size}"
+        try:
+            header = json.loads(f.read(header_size))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items()
+                       if k != "__metadata__"), default=0)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return reason
+    expected = 8 + header_size + end
+    return f"{size} bytes, its header expects {expected}" if size < expected else reason
+
+
 def read_lower_case(path: str, values: dict[str, Any]) -> bool | None:
     """do_lower_case from config.json, else from tokenizer_config.json, else None."""
     if "do_lower_case" in values:
@@ -77,8 +114,11 @@ def read_lower_case(path: str, values: dict[str, Any]) -> bool | None:
     tokenizer_config = os.path.join(path, "tokenizer_config.json")
     if os.path.isfile(tokenizer_config):
         with open(tokenizer_config, encoding="utf-8") as f:
-            tok = json.load(f)
-        if "do_lower_case" in tok:
+            try:
+                tok = json.load(f)
+            except json.JSONDecodeError as e:
+                raise CheckpointError(f"{tokenizer_config}: not valid JSON ({e})") from None
+        if isinstance(tok, dict) and "do_lower_case" in tok:
             return bool(tok["do_lower_case"])
     return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -108,7 +109,15 @@ def read_preset(path: str) -> Checkpoint:
                               "not a BertBackbone")
     import keras_hub
 
-    backbone = keras_hub.models.BertBackbone.from_preset(path)
+    try:
+        backbone = keras_hub.models.BertBackbone.from_preset(path)
+    except OSError as e:  # h5py's: a truncated or damaged model.weights.h5
+        sizes = re.search(r"truncated file: eof = (\d+).*stored_eof = (\d+)", str(e))
+        weights = os.path.join(path, "model.weights.h5")
+        if sizes:
+            raise CheckpointError(f"{weights}: truncated ({sizes.group(1)} bytes, the file "
+                                  f"says {sizes.group(2)})") from None
+        raise CheckpointError(f"{path}: keras-hub cannot load the preset: {e}") from None
     lower_case = True
     tokenizer_file = os.path.join(path, "tokenizer.json")
     if os.path.isfile(tokenizer_file):

@@ -12,6 +12,7 @@ does not decode an error naming the line.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 from tfbert import textfiles
@@ -19,6 +20,7 @@ from tfbert.errors import UserError
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+UNUSED = re.compile(r"\[unused\d+\]")  # placeholders Google's vocabs leave for new words
 
 
 def load_vocab(path: str, encoding: str = textfiles.DEFAULT_ENCODING) -> list[str]:
@@ -79,3 +81,16 @@ def special_ids(tokens: Sequence[str]) -> dict[str, int]:
         raise ValueError(f"vocab has no {', '.join(missing)}")
     return {"pad_id": index[PAD], "unk_id": index[UNK], "cls_id": index[CLS],
             "sep_id": index[SEP], "mask_id": index[MASK]}
+
+
+def changed_ids(own: Sequence[str], other: Sequence[str]) -> list[int]:
+    """Ids whose token differs between a model's vocab and another of the same size, leaving
+    out `[unusedN]` entries of `own` (google-research/bert's way to add words to a trained
+    vocab is to overwrite them).
+
+    Args:
+        own: sequence of str. The vocab the model was trained with.
+        other: sequence of str. The vocab a run would tokenize with, as long as `own`.
+    """
+    return [i for i, (a, b) in enumerate(zip(own, other, strict=True))
+            if a != b and not UNUSED.fullmatch(a)]

@@ -70,6 +70,9 @@ class RunConfig:
     do_lower_case: bool | None = field(
         None, "Lower-case and strip accents when tokenizing; default: the model config's "
         "lower_case.")
+    allow_changed_vocab: bool = field(
+        False, "Tokenize with a vocab_file or do_lower_case other than init_checkpoint's own "
+        "(its vocab.txt, its stated casing); without it such a run is refused.")
     # --- batches and optimizer ---
     max_seq_length: int = field(
         128, "Tokens per sequence, [CLS] and [SEP] included (BERT's default; attention cost "

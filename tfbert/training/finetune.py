@@ -442,6 +442,7 @@ def build_model(cls: type, config: TaskConfig, **head_kwargs: Any) -> tuple[Any,
         (model, vocab_file, lower_case).
     """
     vocab_file = config.vocab_file or checkpoint_vocab(config.init_checkpoint)
+    model_source.check_model_vocab(config, vocab_file)
     vocab_size = len(load_vocab(vocab_file))
     bert_config, _ = model_source.model_config(config, vocab_size)
     with runtime.build_scope(config):

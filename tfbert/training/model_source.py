@@ -1,14 +1,17 @@
 """The model a run trains: its config, built fresh or from a checkpoint, and the checks that
-catch a mismatched vocab or sequence length before any data work.
+catch a missing checkpoint, a mismatched vocab, casing or sequence length before any data work.
 
 A run names its model with `init_checkpoint` (weights), `bert_config_file` (a shape; with a
 checkpoint it overrides the checkpoint's config) or `preset` (a shape whose vocab_size follows
 the vocab). `model_config` turns those into a BertConfig, `build_model` into a model of any
-tfbert task class, and `load_finetuned` reopens what a fine-tuning run saved.
+tfbert task class, and `load_finetuned` reopens what a fine-tuning run saved. A model and its
+vocab travel together: `check_model_vocab` refuses a vocab_file or do_lower_case other than the
+checkpoint's own unless the run says `allow_changed_vocab`.
 """
 
 from __future__ import annotations
 
+import filecmp
 import logging
 import os
 from typing import Any
@@ -17,6 +20,7 @@ from tfbert import checkpoints
 from tfbert.config import BertConfig
 from tfbert.errors import UserError
 from tfbert.models.encoder import BertEncoder
+from tfbert.text import vocab
 from tfbert.training.runtime import build_scope
 
 logger = logging.getLogger(__name__)
@@ -98,12 +102,93 @@ def checkpoint_vocab(init_checkpoint: str | None) -> str:
     """vocab.txt beside a checkpoint (its directory, or a Google checkpoint prefix's directory)."""
     if not init_checkpoint:
         raise UserError("vocab_file is required when there is no init_checkpoint")
+    check_init_checkpoint(init_checkpoint)
     path = vocab_beside(init_checkpoint)
     if path is None:
         directory = (init_checkpoint if os.path.isdir(init_checkpoint)
                      else os.path.dirname(init_checkpoint))
         raise FileNotFoundError(f"no vocab.txt in {directory}; pass vocab_file")
     return path
+
+
+def check_init_checkpoint(path: str | None) -> None:
+    """Raises UserError, one line naming it, unless init_checkpoint `path` holds a checkpoint
+    tfbert reads (a remote `scheme://` path is left to the reader). Call it before looking for a
+    vocab beside it."""
+    if not path or "://" in path:
+        return
+    if not os.path.exists(path) and not os.path.isfile(path + ".index"):
+        raise UserError(f"init_checkpoint {path}: no such file or folder")
+    try:
+        fmt = checkpoints.detect_format(path)
+        if fmt in ("hf", "tfbert"):
+            checkpoints.hf.weight_file(path)
+        elif fmt == "google":
+            checkpoints.google.checkpoint_prefix(path)
+    except checkpoints.CheckpointError as e:
+        raise UserError(f"init_checkpoint {e}") from None
+
+
+def check_model_vocab(config: Any, vocab_file: str | None) -> None:
+    """Refuses to tokenize for init_checkpoint's model with a vocab or casing not its own.
+
+    The model's vocab is the vocab.txt beside it (save_pretrained writes one there; Google's
+    and Hugging Face's folders carry one): a vocab_file whose token differs at any id (from
+    `[unusedN]` entries overwritten with new words aside, `vocab.changed_ids`) is refused,
+    naming both files and the first id that differs. The model's casing is the one its files
+    state (`checkpoints.stated_lower_case`): a do_lower_case against it is refused, naming
+    both. `allow_changed_vocab` lets either through with a warning. A model with no vocab of
+    its own, or whose casing nothing states, has nothing to compare. A missing or empty
+    init_checkpoint is refused first (`check_init_checkpoint`).
+
+    Args:
+        config: a RunConfig. Its init_checkpoint, do_lower_case and allow_changed_vocab.
+        vocab_file: str or None. The vocab the run tokenizes with.
+    """
+    path = config.init_checkpoint
+    check_init_checkpoint(path)
+    if not path or "://" in path:
+        return
+    problems = []
+    own = vocab_beside(path)
+    if own and vocab_file:
+        problem = vocab_difference(own, vocab_file)
+        if problem:
+            problems.append(problem)
+    stated = (checkpoints.stated_lower_case(path) if config.do_lower_case is not None
+              else None)
+    if stated and stated[0] != config.do_lower_case:
+        flag = "--do_lower_case" if config.do_lower_case else "--nodo_lower_case"
+        casing = "uncased (lower_case=True)" if stated[0] else "cased (lower_case=False)"
+        problems.append(f"{flag} tokenizes against the model's casing: {path} is {casing}, "
+                        f"as {stated[1]} says")
+    if not problems:
+        return
+    if config.allow_changed_vocab:
+        logger.warning("%s (allow_changed_vocab)", "; ".join(problems))
+        return
+    raise UserError("; ".join(problems) + ". A model and its vocab travel together: drop the "
+                    "override, or pass --allow_changed_vocab if you mean it")
+
+
+def vocab_difference(own: str, vocab_file: str) -> str | None:
+    """How `vocab_file` differs from the model's own vocab file `own` (None: the same ids)."""
+    if "://" not in own + vocab_file and filecmp.cmp(own, vocab_file, shallow=False):
+        return None
+    own_tokens, tokens = vocab.load_vocab(own), vocab.load_vocab(vocab_file)
+    if len(tokens) != len(own_tokens):
+        return (f"vocab_file {vocab_file} has {len(tokens)} tokens, the model's own vocab "
+                f"{own} {len(own_tokens)}")
+    changed = vocab.changed_ids(own_tokens, tokens)
+    if not changed:
+        if tokens != own_tokens:
+            logger.info("vocab_file %s fills [unusedN] entries of the model's vocab %s",
+                        vocab_file, own)
+        return None
+    i = changed[0]
+    return (f"vocab_file {vocab_file} is not the model's own vocab {own}: {len(changed)} of "
+            f"{len(tokens)} ids differ (id {i} is {tokens[i]!r} there, {own_tokens[i]!r} in the "
+            "model's)")
 
 
 def check_vocab_size(vocab_size: int, vocab_file: str, bert_config: BertConfig,
@@ -130,7 +215,8 @@ def load_finetuned(config: Any, task: str, labelled: bool = True
 
     Args:
         config: a TaskConfig. init_checkpoint is the run's output_dir/model (tfbert format,
-            tfbert.json naming the task); vocab_file and do_lower_case override the saved ones.
+            tfbert.json naming the task); vocab_file and do_lower_case override the saved ones
+            only with allow_changed_vocab (`check_model_vocab`).
         task: str. The task it must have been trained for ("classification", "ner", "qa", ...).
         labelled: bool. Whether the metadata must list the labels (classes or tags).
 
@@ -141,15 +227,17 @@ def load_finetuned(config: Any, task: str, labelled: bool = True
     if not path:
         raise UserError(f"without do_train, init_checkpoint must be a fine-tuned {task} model "
                         "directory (output_dir/model of a training run)")
+    check_init_checkpoint(path)
     metadata = checkpoints.read_metadata(path)
     if metadata.get("task") != task or (labelled and "labels" not in metadata):
         listed = "" if "labels" in metadata or not labelled else " and lists no labels"
         raise UserError(f"{path}: tfbert.json says task {metadata.get('task')!r}{listed}; "
                         f"without do_train init_checkpoint must be a fine-tuned {task} model "
                         f"(task {task!r})")
+    vocab_file = config.vocab_file or os.path.join(path, "vocab.txt")
+    check_model_vocab(config, vocab_file)
     with build_scope(config):
         model = checkpoints.load_model(path)
-    vocab_file = config.vocab_file or os.path.join(path, "vocab.txt")
     lower_case = config.do_lower_case
     if lower_case is None:
         lower_case = bool(metadata.get("lower_case", model.encoder.config.lower_case))

@@ -79,6 +79,8 @@ from tfbert.training.config import RunConfig, field
 from tfbert.training.distribute import get_strategy, is_chief, num_workers, worker_index
 from tfbert.training.model_source import (
     build_model,
+    check_init_checkpoint,
+    check_model_vocab,
     check_seq_length,
     check_vocab_size,
     checkpoint_config,
@@ -337,6 +339,7 @@ def run_pretraining(config: PretrainConfig,
         FloatingPointError: the loss became NaN/Inf (the last good checkpoint is kept).
     """
     config.validate()
+    check_init_checkpoint(config.init_checkpoint)
     # Only into a new or empty folder, or a pretraining run's own (tfbert.ownership).
     ownership.claim_folder(config.output_dir, ownership.PRETRAINING,
                            ownership.config_inputs(config))
@@ -386,6 +389,7 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
         raise UserError("vocab_file is required with input_file (the records are tokenized or "
                         "masked with it), and there is no vocab.txt beside bert_config_file or "
                         "init_checkpoint")
+    check_model_vocab(config, vocab_file)
     vocab_size = len(load_vocab(vocab_file))
     bert_config, source = model_config(config, vocab_size, DEFAULT_MODEL, data_lower_case)
     if bert_config is not None:
