@@ -97,7 +97,9 @@ def test_kill_9_releases_the_lock_and_the_rerun_cleans_leftovers(tiny_data, tmp_
         rundir.RunLock(str(out)).acquire()
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait(timeout=30)
-    # What a kill during a checkpoint save and during an atomic write leaves behind.
+    # What a kill during a checkpoint save and during an atomic write leaves behind (in the
+    # folder of a pretraining run: its record is written before its first checkpoint).
+    (out / "pretrain_config.json").write_text(json.dumps({"input_files": [], "config": {}}))
     temp = out / "checkpoints" / "ckpt-7_temp"
     temp.mkdir(parents=True)
     (temp / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x" * 100)
