@@ -1,21 +1,26 @@
-"""The export writes only what it owns, leaves the previous version whole through a failure or a
+"""The export writes only what it owns, keeps what it did not write, holds its model folder
+against a second export, leaves the previous version whole through a failure, a full disk or a
 kill -9, and its signatures (SavedModel and TFLite) check their inputs.
 
 A tiny classifier (test_export.tiny_model: 2 layers, hidden 32, max_seq_length 32) is exported
 once per module; tests copy that export wherever they need earlier versions. Folder tests hash
-every file (path and bytes) under their temp folder before and after.
+every file (path and bytes) under their temp folder before and after; `tree(..., lock=False)`
+leaves out the export lock file (`.tfbert.lock`, which stays in a model folder an export used).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -28,16 +33,18 @@ from tfbert.errors import UserError
 from tfbert.export import export_model, layout, tflite, tflite_text
 from tfbert.export.__main__ import main
 from tfbert.export.layout import EXPORT_RECORD, TFLITE_RECORD, is_tfbert_export
+from tfbert.training.rundir import LOCK_FILE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["这家酒店的服务很好，房间也干净。", "质量太差了", ""]
 
 
-def tree(root) -> dict[str, str]:
-    """{path under root: sha256 of the file's bytes, or "dir"} of everything under root."""
+def tree(root, lock: bool = True) -> dict[str, str]:
+    """{path under root: sha256 of the file's bytes, or "dir"} of everything under root
+    (lock=False: without export lock files)."""
     out = {}
     for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
+        for name in dirs + [f for f in files if lock or f != LOCK_FILE]:
             path = os.path.join(folder, name)
             key = os.path.relpath(path, root)
             if os.path.isdir(path):
@@ -141,7 +148,7 @@ def test_model_folder_gets_the_next_version(model_dir, reference_export, tmp_pat
                            tmp_path, monkeypatch, capsys)
     assert code == 0
     assert out.startswith("SavedModel: saved_models/cls/3 (version 3; task classification")
-    after = tree(tmp_path)
+    after = tree(tmp_path, lock=False)
     assert {k: v for k, v in after.items() if k in before} == before  # 1/, 2/, tflite/ as were
     new = sorted(k for k in after if k not in before)
     assert new[0] == os.path.join("saved_models", "cls", "3")
@@ -175,20 +182,26 @@ def test_existing_version_needs_overwrite_and_must_be_tfberts(case, model_dir, r
 
 @pytest.mark.slow  # 8 s; fast: the refusal tests of this module
 def test_overwrite_replaces_the_version(model_dir, reference_export, tmp_path, monkeypatch,
-                                        capsys):
+                                        capsys, caplog):
     base = _model_folder(tmp_path, reference_export)
+    warmup = os.path.join("saved_models", "cls", "2", "assets.extra", "tf_serving_warmup_requests")
+    _write_bytes(tmp_path / warmup, bytes(range(256)))  # TF Serving's warmup file: the user's
     before = tree(tmp_path)
     inode = os.stat(base / "2").st_ino
-    code, out, _ = cli([f"--model_dir={model_dir}", "--export_dir=saved_models/cls/2",
+    with caplog.at_level(logging.INFO, logger="tfbert.export.layout"):
+        code, out, _ = cli([f"--model_dir={model_dir}", "--export_dir=saved_models/cls/2",
                             "--overwrite"], tmp_path, monkeypatch, capsys)
     assert code == 0
+    assert ("kept 1 file(s) that tfbert did not write in saved_models/cls/2, copied unchanged "
+            "into the new export: assets.extra/tf_serving_warmup_requests") in caplog.messages
     assert out.startswith("SavedModel: saved_models/cls/2 (version 2, replacing the earlier "
                           "export; task classification")
     assert os.stat(base / "2").st_ino != inode and is_tfbert_export(base / "2")
-    after = tree(tmp_path)
+    after = tree(tmp_path, lock=False)
     inside = os.path.join("saved_models", "cls", "2") + os.sep
     assert ({k: v for k, v in after.items() if not k.startswith(inside)}
             == {k: v for k, v in before.items() if not k.startswith(inside)})
+    assert after[warmup] == before[warmup]
     assert not leftovers(base)
     np.testing.assert_allclose(logits(str(base / "2")), logits(reference_export), atol=1e-6)
 
@@ -206,7 +219,8 @@ def test_failed_export_leaves_the_previous_version(model_dir, reference_export, 
     monkeypatch.setattr(tf.saved_model, "save", save_then_fail)
     with pytest.raises(OSError, match="No space left"):
         export_model(model_dir, str(base / "2"), check=False, overwrite=True)
-    assert tree(tmp_path) == before  # no temp folder either
+    assert tree(tmp_path, lock=False) == before  # no temp folder either
+    assert (base / LOCK_FILE).read_text() == ""  # released
 
 
 def _fake_export(path, tag: str) -> None:
@@ -271,6 +285,259 @@ def test_leftovers_of_killed_exports(tmp_path):
         layout.version_folder(str(tmp_path))  # a name tfbert does not make is foreign
     shutil.rmtree(tmp_path / kept[2])
     assert layout.version_folder(str(tmp_path)) == str(tmp_path / "3")
+
+
+def _write_bytes(path, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def test_overwrite_keeps_the_files_tfbert_did_not_write(tmp_path, caplog):
+    """The record lists what the export wrote; replacing it copies everything else (TF
+    Serving's warmup requests, a user's notes, an empty folder, a link) unchanged into the new
+    version, and says so."""
+    version = tmp_path / "cls" / "1"
+    layout.write_version(str(version), lambda d: _fake_export(d, "old"))
+    with open(version / EXPORT_RECORD, encoding="utf-8") as f:
+        assert json.load(f)["files"] == ["assets.extra/tfbert_export.json", "saved_model.pb"]
+    warmup = bytes(range(256)) * 3
+    _write_bytes(version / "assets.extra" / "tf_serving_warmup_requests", warmup)
+    _write_bytes(version / "docs" / "NOTES.md", b"what this version is\n")
+    os.chmod(version / "docs" / "NOTES.md", 0o600)
+    (version / "empty").mkdir()
+    os.symlink("saved_model.pb", version / "current")
+    ours = ("saved_model.pb", EXPORT_RECORD, "current")  # (the link's target changes)
+    mine = {k: v for k, v in tree(version).items() if k not in ours}
+    for new in ("new", "newer"):  # kept again by the next export
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="tfbert.export.layout"):
+            layout.write_version(str(version), lambda d, tag=new: _fake_export(d, tag),
+                                 overwrite=True)
+        assert (version / "saved_model.pb").read_text() == new
+        assert {k: v for k, v in tree(version).items() if k not in ours} == mine
+        assert (version / "assets.extra" / "tf_serving_warmup_requests").read_bytes() == warmup
+        assert os.stat(version / "docs" / "NOTES.md").st_mode & 0o777 == 0o600
+        assert os.readlink(version / "current") == "saved_model.pb"
+        with open(version / EXPORT_RECORD, encoding="utf-8") as f:
+            assert json.load(f)["files"] == ["assets.extra/tfbert_export.json",
+                                             "saved_model.pb"]
+        assert [r.getMessage() for r in caplog.records] == [
+            f"kept 4 file(s) that tfbert did not write in {version}, copied unchanged into the "
+            "new export: assets.extra/tf_serving_warmup_requests, current, docs/NOTES.md, empty"]
+        assert not leftovers(tmp_path / "cls")
+
+
+def test_overwrite_of_an_export_without_a_file_list(tmp_path):
+    """A record without "files": the SavedModel's parts and the record are tfbert's, the rest
+    is kept; a kept file in the way of one the new export writes stops it."""
+    version = tmp_path / "1"
+    _fake_export(version, "old")  # its record is "{}"
+    _write_bytes(version / "variables" / "variables.index", b"old weights")
+    _write_bytes(version / "fingerprint.pb", b"old fingerprint")
+    _write_bytes(version / "assets.extra" / "tf_serving_warmup_requests", b"warm")
+    layout.write_version(str(version), lambda d: _fake_export(d, "new"), overwrite=True)
+    assert sorted(tree(version)) == sorted([
+        "assets.extra", EXPORT_RECORD, os.path.join("assets.extra", "tf_serving_warmup_requests"),
+        "saved_model.pb"])
+    assert (version / "assets.extra" / "tf_serving_warmup_requests").read_bytes() == b"warm"
+
+    _write_bytes(version / "extra.bin", b"the user's")
+    before = tree(tmp_path)
+
+    def with_extra(folder):
+        _write_bytes(os.path.join(folder, "extra.bin"), b"tfbert's")
+        _fake_export(folder, "newer")
+
+    with pytest.raises(UserError, match=re.escape(
+            f"{version / 'extra.bin'} was not written by tfbert, and the new export writes "
+            "extra.bin too; move it away. Nothing was written")):
+        layout.write_version(str(version), with_extra, overwrite=True)
+    assert tree(tmp_path) == before
+
+
+def test_a_full_disk_is_one_line_and_the_old_version_stays(tmp_path, monkeypatch):
+    _fake_export(tmp_path / "1", "old")
+    before = tree(tmp_path)
+
+    def fill_up(folder):
+        _write_bytes(os.path.join(folder, "saved_model.pb"), b"half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(UserError) as error:
+        layout.write_version(str(tmp_path / "1"), fill_up, overwrite=True)
+    assert str(error.value) == (
+        f"writing the export {tmp_path / '1'} failed: the disk is full (No space left on "
+        f"device); the previous export in {tmp_path / '1'} is intact, and no temp folder is "
+        "left. Free some space and run the export again")
+    with pytest.raises(UserError, match=re.escape(
+            f"writing the export {tmp_path / '2'} failed: the disk is full (No space left on "
+            f"device); {tmp_path / '2'} was not made, and no temp folder is left")):
+        layout.write_version(str(tmp_path / "2"), fill_up)
+    assert tree(tmp_path) == before
+    with pytest.raises(OSError, match="Permission denied"):  # anything else keeps its trace
+        layout.write_version(str(tmp_path / "2"), lambda d: (_ for _ in ()).throw(
+            PermissionError(errno.EACCES, "Permission denied")))
+    # A TFLite file: the file and tfbert's record of it stay as they were.
+    tflite_dir = tmp_path / "tflite"
+    layout.write_owned_file(str(tflite_dir), "model.tflite", b"v1")
+    before = tree(tflite_dir)
+    real_replace = os.replace
+
+    def full_replace(src, dst):
+        if os.path.basename(dst) == "model.tflite":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", full_replace)
+    with pytest.raises(UserError, match=re.escape(
+            f"writing {tflite_dir / 'model.tflite'} failed: the disk is full (No space left on "
+            f"device); {tflite_dir / 'model.tflite'} is as it was")):
+        layout.write_owned_file(str(tflite_dir), "model.tflite", b"v2", overwrite=True)
+    assert (tflite_dir / "model.tflite").read_bytes() == b"v1"
+    monkeypatch.undo()
+    layout.write_owned_file(str(tflite_dir), "model.tflite", b"v2", overwrite=True)  # claimable
+    assert (tflite_dir / "model.tflite").read_bytes() == b"v2" and before
+
+
+def test_a_full_disk_during_the_export_command(model_dir, reference_export, tmp_path,
+                                               monkeypatch, capsys):
+    """TensorFlow's writers report a full disk as ResourceExhaustedError."""
+    _model_folder(tmp_path, reference_export)
+    before = tree(tmp_path)
+
+    def save_then_fill(obj, export_dir, **kwargs):
+        _write_bytes(os.path.join(export_dir, "variables", "variables.data-00000-of-00001"),
+                     b"half")
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"{export_dir}/variables/variables.data-00000-of-00001; No space left "
+                        "on device\n\t [[{{node SaveV2}}]]")
+
+    monkeypatch.setattr(tf.saved_model, "save", save_then_fill)
+    code, out, err = cli([f"--model_dir={model_dir}", "--export_dir=saved_models/cls/2",
+                          "--overwrite"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(
+        "python -m tfbert.export: error: writing the export saved_models/cls/2 failed: the disk "
+        "is full (")
+    assert err.endswith("No space left on device); the previous export in saved_models/cls/2 "
+                        "is intact, and no temp folder is left. Free some space and run the "
+                        "export again\n")
+    assert tree(tmp_path, lock=False) == before  # version 2 byte for byte, no temp folder
+
+
+_HOLD = textwrap.dedent("""
+    import sys, time
+    from tfbert.training.rundir import RunLock
+    base = sys.argv[1]
+    sys.argv = ["-m", "tfbert.export", "--export_dir=" + base, "--overwrite"]  # as the export
+    RunLock(base).acquire()
+    print("locked", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_second_export_to_a_model_folder_in_use(model_dir, reference_export, tmp_path,
+                                                  monkeypatch, capsys):
+    """An export holds its model folder's lock from choosing the version to its last file: a
+    second one, with --overwrite or without, stops at once naming the first (a subprocess
+    holds the lock as an export would), and writes nothing."""
+    base = _model_folder(tmp_path, reference_export)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(base)], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = tree(tmp_path)
+        for args in (["--export_dir=saved_models/cls/2", "--overwrite"],
+                     ["--export_dir=saved_models/cls"], ["--export_dir=saved_models/cls/3"]):
+            code, out, err = cli([f"--model_dir={model_dir}", *args], tmp_path, monkeypatch,
+                                 capsys)
+            assert code == 2 and out == "" and err.count("\n") == 1, args
+            assert err.startswith(
+                f"python -m tfbert.export: error: {base} is in use by another export (pid "
+                f"{holder.pid} on host "), args
+            assert err.endswith(f": python -m tfbert.export --export_dir={base} --overwrite); "
+                                "wait for it to end and run this export again. Nothing was "
+                                "written\n"), args
+            assert "pass --overwrite" not in err
+            assert tree(tmp_path) == before
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with layout.lock_model_folder(str(base)) as lock:  # free again once the holder is gone
+        with open(lock.path, encoding="utf-8") as f:
+            assert json.load(f)["pid"] == os.getpid()
+    assert (base / LOCK_FILE).read_text() == ""
+    assert layout.version_folder(str(base)) == str(base / "3")  # the lock file is tfbert's
+
+
+def test_cpu_streams_that_do_not_fit_the_model(model_dir, tmp_path, monkeypatch, capsys):
+    from tfbert.export.streams import check_streams
+
+    code, out, err = cli([f"--model_dir={model_dir}", "--export_dir=saved_models/cls",
+                          "--cpu_streams=3"], tmp_path, monkeypatch, capsys)
+    assert (code, out) == (2, "")
+    assert err == ("python -m tfbert.export: error: cpu_streams 3 does not fit the model: 3 "
+                   "streams must divide the 4 attention heads and the intermediate size 64; use "
+                   "1, 2 or 4 (1 is the plain graph)\n")
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(UserError, match=re.escape(
+            "cpu_streams 3 does not fit the model: 3 streams must divide the 2 attention heads "
+            "and the intermediate size 32; use 1 or 2 (1 is the plain graph)")):
+        check_streams(2, 32, 3)
+    with pytest.raises(UserError, match=re.escape("intermediate size 30; use 1, 2, 3 or 6 (1 is")):
+        check_streams(12, 30, 4)
+    check_streams(12, 3072, 6)
+
+
+@pytest.fixture(scope="module")
+def pretraining_run(chinese_vocab_file, tmp_path_factory) -> tuple[str, object]:
+    """A run_pretraining output folder as it saves its model (BertPretrainer, task
+    "pretraining" in tfbert.json), and the pretrainer."""
+    from tfbert.models.pretrainer import BertPretrainer
+
+    run = tmp_path_factory.mktemp("pretraining") / "run"
+    vocab_size = len(open(chinese_vocab_file, encoding="utf-8").readlines())
+    config = tfbert.BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=1,
+                               num_attention_heads=2, intermediate_size=64,
+                               max_position_embeddings=64, initializer_range=0.2)
+    pretrainer = BertPretrainer(tfbert.BertEncoder(config))
+    tfbert.save_pretrained(pretrainer, str(run / "model"), vocab_file=chinese_vocab_file,
+                           metadata={"task": "pretraining", "max_seq_length": 16,
+                                     "global_step": 4})
+    (run / "pretrain_results.json").write_text('{"global_step": 4}')
+    return str(run), pretrainer
+
+
+def test_a_pretraining_run_exports_its_encoder(pretraining_run):
+    """docs/serving.md: any pretrained checkpoint exports as an encoder; a run_pretraining
+    output (its model/ folder or the run folder) too."""
+    from tfbert.export import load_for_export
+
+    run, pretrainer = pretraining_run
+    for model_dir in (os.path.join(run, "model"), run):
+        encoder, _, spec, metadata = load_for_export(model_dir)
+        assert metadata["task"] == "pretraining"
+        assert (type(encoder).__name__, spec.task, spec.seq_length) == ("BertEncoder",
+                                                                        "encoder", 16)
+        want = pretrainer.encoder.get_weights()
+        assert len(encoder.get_weights()) == len(want)
+        for got, weight in zip(encoder.get_weights(), want, strict=True):
+            np.testing.assert_array_equal(got, weight)
+
+
+@pytest.mark.slow  # writes and checks a SavedModel (~15 s CPU); fast: the test above
+def test_the_export_command_on_a_pretraining_run(pretraining_run, tmp_path, monkeypatch,
+                                                 capsys):
+    run, _ = pretraining_run
+    code, out, err = cli([f"--model_dir={run}/model", "--export_dir=saved_models/bert"],
+                         tmp_path, monkeypatch, capsys)
+    assert code == 0, err
+    assert out.startswith("SavedModel: saved_models/bert/1 (version 1; task encoder, "
+                          "max_seq_length 16, float32)")
+    assert ("serve_ids: input_ids, input_mask, segment_ids -> input_mask, pooled_output, "
+            "sequence_output") in out
+    assert "TF Serving 2.20: OK" in out
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ from typing import Any
 
 from tfbert import checkpoints
 from tfbert.errors import UserError
-from tfbert.export.layout import is_tfbert_export, version_folder
+from tfbert.export.layout import is_tfbert_export, lock_model_folder, model_folder, version_folder
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,8 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
 
     Args:
         model_dir: str. A tfbert directory from save_pretrained (fine-tuned run_classifier /
-            run_ner / run_squad output, or a pretrained model), or any checkpoint
+            run_ner / run_squad output, or a pretrained model such as run_pretraining's
+            model/, which exports its encoder), or any checkpoint
             `tfbert.from_pretrained` reads: a fine-tuned Hugging Face or Google one exports
             its task head (HF's id2label as the label names), others the encoder. Must hold
             vocab.txt. A run's output_dir with neither vocab.txt nor tfbert.json but a
@@ -92,12 +93,13 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
         model = pretrained.from_pretrained(checkpoint)
     class_name = type(model).__name__
     try:
-        task = registry.task_of(model).export
+        registered = registry.task_of(model)
     except UserError as e:
         raise UserError(f"{model_dir}: cannot export: {e}") from None
+    task = registered.export
     if task == "encoder":
         model = getattr(model, "encoder", model)  # a pretrainer exports its encoder
-    if metadata.get("task") not in (None, task):
+    if metadata.get("task") not in (None, registered.name, task):
         raise UserError(f"{model_dir}: tfbert.json says task {metadata['task']!r} but the model "
                         f"is a {class_name} ({task})")
     encoder_config = (model if task == "encoder" else model.encoder).config
@@ -157,10 +159,15 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     there + 1 (1 when there is none); a base folder holding anything besides numeric version
     folders and tflite/ (such as `.` or a fine-tuning run's folder) is an error. The version is
     written to a temp folder beside it and renamed into place; an earlier version is swapped
-    out atomically, so a failure or kill leaves it whole. TFLite files already in tflite_dir are
-    replaced only with `overwrite` and only if tfbert wrote them (its tfbert_tflite.json there
-    lists them unchanged), or left alone when they hold the same bytes; other files there are
-    never touched. Every such refusal is a UserError raised before anything is written.
+    out atomically, so a failure or kill leaves it whole; the files in it that tfbert did not
+    write (its record lists those it did) are copied into the new version unchanged. TFLite
+    files already in tflite_dir are replaced only with `overwrite` and only if tfbert wrote them
+    (its tfbert_tflite.json there lists them unchanged), or left alone when they hold the same
+    bytes; other files there are never touched. The export holds the base folder's lock
+    (`.tfbert.lock`) from choosing its version until its last file is written. Every refusal
+    (another export holding the lock, a cpu_streams the model cannot take) is a UserError raised
+    before anything is written; a full disk is a UserError saying the previous version is
+    intact.
 
     Args:
         model_dir: str. See `load_for_export`.
@@ -204,6 +211,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     'saved_models/sentiment/1'
     """
     from tfbert.export.saved_model import export_saved_model, signature_summary
+    from tfbert.export.streams import check_streams
     from tfbert.export.target_cpu import export_forms, export_settings
     from tfbert.ops import use_forms
 
@@ -212,8 +220,12 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair, dtype)
     spec = dataclasses.replace(spec, jit_compile=jit_compile, trim_padding=trim_padding,
                                cpu_streams=cpu_streams)  # (replace validates them)
-    version_dir = version_folder(export_dir, overwrite)  # refuses before anything is written
-    replaced = is_tfbert_export(version_dir)
+    encoder_config = getattr(model, "encoder", model).config
+    check_streams(encoder_config.num_attention_heads, encoder_config.intermediate_size,
+                  cpu_streams)
+    # Refusals come before anything is written (the lock file included), and again under the
+    # model folder's lock, which the export holds until its last file is written.
+    version_dir = version_folder(export_dir, overwrite)
     if tflite_dir is None:
         tflite_dir = os.path.join(os.path.dirname(version_dir), "tflite")
     kinds = ("ids", "text") if text_tflite else ("ids",)
@@ -222,33 +234,38 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
 
         check_tflite_model(model, tuple(tflite))
         check_tflite_dir(tflite_dir, vocab_file, tuple(tflite), kinds, overwrite)
-    with use_forms(export_forms(kind)) as forms:  # the signatures are traced under this set
-        module, version_dir = export_saved_model(
-            model, version_dir, vocab_file, spec, overwrite=overwrite,
-            metadata={"source": os.path.abspath(model_dir), "dtype": dtype,
-                      "target_cpu": kind, "forms": dataclasses.asdict(forms)})
-    result: dict[str, Any] = {
-        "export_dir": version_dir, "version": int(os.path.basename(version_dir)),
-        "replaced": replaced, "task": spec.task, "max_seq_length": spec.seq_length,
-        "dtype": dtype, "cpu_streams": cpu_streams, "jit_compile": jit_compile,
-        "target_cpu": kind, "forms": forms.name,
-        "signatures": signature_summary({
-            "serving_default": module.serve_text.get_concrete_function(),
-            "serve_ids": module.serve_ids.get_concrete_function()})}
-    if check:
-        from tfbert.export.check_serving import check_saved_model
+    with lock_model_folder(model_folder(version_dir)):
+        version_dir = version_folder(export_dir, overwrite)
+        replaced = is_tfbert_export(version_dir)
+        if tflite:
+            check_tflite_dir(tflite_dir, vocab_file, tuple(tflite), kinds, overwrite)
+        with use_forms(export_forms(kind)) as forms:  # the signatures are traced under this set
+            module, version_dir = export_saved_model(
+                model, version_dir, vocab_file, spec, overwrite=overwrite,
+                metadata={"source": os.path.abspath(model_dir), "dtype": dtype,
+                          "target_cpu": kind, "forms": dataclasses.asdict(forms)})
+        result: dict[str, Any] = {
+            "export_dir": version_dir, "version": int(os.path.basename(version_dir)),
+            "replaced": replaced, "task": spec.task, "max_seq_length": spec.seq_length,
+            "dtype": dtype, "cpu_streams": cpu_streams, "jit_compile": jit_compile,
+            "target_cpu": kind, "forms": forms.name,
+            "signatures": signature_summary({
+                "serving_default": module.serve_text.get_concrete_function(),
+                "serve_ids": module.serve_ids.get_concrete_function()})}
+        if check:
+            from tfbert.export.check_serving import check_saved_model
 
-        report = check_saved_model(version_dir)
-        result["serving_check"] = {"ok": report.ok, "non_core_ops": report.non_core_ops,
-                                   "problems": report.problems, "warnings": report.warnings,
-                                   "report": report.format()}
-        if not report.ok:
-            logger.warning("TF Serving check failed:\n%s", report.format())
-    if tflite:
-        from tfbert.export.tflite import export_tflite
+            report = check_saved_model(version_dir)
+            result["serving_check"] = {"ok": report.ok, "non_core_ops": report.non_core_ops,
+                                       "problems": report.problems,
+                                       "warnings": report.warnings, "report": report.format()}
+            if not report.ok:
+                logger.warning("TF Serving check failed:\n%s", report.format())
+        if tflite:
+            from tfbert.export.tflite import export_tflite
 
-        if dtype != "float32":
-            model = load_for_export(model_dir, max_seq_length, pair)[0]
-        result["tflite"] = export_tflite(model, spec, vocab_file, tflite_dir, tuple(tflite),
-                                         kinds=kinds, overwrite=overwrite)
+            if dtype != "float32":
+                model = load_for_export(model_dir, max_seq_length, pair)[0]
+            result["tflite"] = export_tflite(model, spec, vocab_file, tflite_dir,
+                                             tuple(tflite), kinds=kinds, overwrite=overwrite)
     return result

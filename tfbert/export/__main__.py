@@ -3,9 +3,11 @@
 Writes a TF Serving SavedModel (raw text in) as the next version of saved_models/NAME (or into
 saved_models/NAME/VERSION), checks its ops against TF Serving 2.12 and 2.20, and optionally
 writes TFLite files (sizes and batch-1 latencies are printed). --model_dir is a model directory
-or a fine-tuning run's --output_dir (its model/ folder is exported). It writes only what it
-owns: an earlier export is replaced only with --overwrite, anything else in the way is an error
-(exit 2). `python -m tfbert.export` is the same command.
+or a fine-tuning or pretraining run's --output_dir (its model/ folder is exported; a pretrained
+model exports its encoder). It writes only what it owns: an earlier export is replaced only with
+--overwrite (the files in it that tfbert did not write are kept), anything else in the way is an
+error, and so is a model folder another export is writing (exit 2). `python -m tfbert.export` is
+the same command.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "becomes its next version), or a version folder in it, e.g. "
                              "saved_models/sentiment/1 (required)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an earlier tfbert export in the version folder (and "
-                             "the TFLite files tfbert wrote) (default: refuse)")
+                        help="replace an earlier tfbert export in the version folder, keeping "
+                             "the files there that tfbert did not write (and the TFLite files "
+                             "tfbert wrote) (default: refuse)")
     parser.add_argument("--tflite", default="",
                         help="comma-separated quantizations: float32,float16,int8 (default: "
                              "none, no TFLite files)")

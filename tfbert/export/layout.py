@@ -9,8 +9,18 @@ highest one and ignores every other name. `version_folder` applies this rule to 
   replaced only with overwrite; one holding anything else is an error, with or without overwrite.
 * Any other name (saved_models/NAME): the model's base folder, and the export becomes its next
   version, the highest numeric version folder there + 1 (1 in a new or empty folder). The base
-  folder may hold only numeric version folders, tfbert's `tflite/` folder and tfbert's own
-  leftovers (below); anything else (`.`, a fine-tuning run's folder) is an error.
+  folder may hold only numeric version folders, tfbert's `tflite/` folder, its lock file and
+  tfbert's own leftovers (below); anything else (`.`, a fine-tuning run's folder) is an error.
+
+An export holds `lock_model_folder(base)` (tfbert.training.rundir.RunLock, the file
+`.tfbert.lock` in the base folder) from choosing its version until its last file is written, so
+a second export to the same model folder stops at once with a UserError naming the first.
+
+Replacing an earlier export keeps what tfbert did not write there: the record lists the files
+the export wrote (its "files"); every other file in the old version folder (TF Serving's warmup
+requests in `assets.extra/`, a user's notes) is copied, byte for byte, into the new one before
+the swap. A disk that fills up while the export is written is a UserError saying that the
+previous version is intact.
 
 `write_version` writes a SavedModel into a temp folder beside the version folder (the same
 parent, named `.tfbert-tmp-VERSION-PID-XXXXXXXX`, which TF Serving ignores) and renames it into
@@ -29,20 +39,25 @@ Nothing else in that folder is touched.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from tfbert.errors import UserError
 from tfbert.fileio import atomic_write, ordinary_permissions, write_json
+from tfbert.training.rundir import LOCK_FILE, RunLock, describe_holder
+
+logger = logging.getLogger(__name__)
 
 EXPORT_RECORD = os.path.join("assets.extra", "tfbert_export.json")
 TFLITE_DIR = "tflite"
@@ -50,6 +65,9 @@ TFLITE_RECORD = "tfbert_tflite.json"
 _VERSION = re.compile(r"[0-9]+")
 _LEFTOVER = re.compile(r"\.tfbert-(tmp|old)-([0-9]+)-([0-9]+)-\w+")  # kind, version, pid
 _WRITING = ".tfbert-writing"  # in a temp folder until its export is whole
+# The parts of a SavedModel: tfbert's in an export whose record lists no "files".
+_SAVED_MODEL_PARTS = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables",
+                      "assets")
 _HINT = ("--export_dir is a model's folder, saved_models/NAME (the export adds the next "
          "version), or one of its version folders, saved_models/NAME/VERSION")
 
@@ -91,7 +109,7 @@ def version_folder(export_dir: str, overwrite: bool = False) -> str:
     entries = sorted(os.listdir(path)) if os.path.isdir(path) else []
     foreign = [e for e in entries if not (
         (_VERSION.fullmatch(e) or e == TFLITE_DIR) and os.path.isdir(os.path.join(path, e))
-        or _LEFTOVER.fullmatch(e))]
+        or _LEFTOVER.fullmatch(e) or e == LOCK_FILE and os.path.isfile(os.path.join(path, e)))]
     if foreign:
         listed = ", ".join(foreign[:4]) + (f" and {len(foreign) - 4} more" if len(foreign) > 4
                                            else "")
@@ -119,47 +137,186 @@ def _check_version(path: str, overwrite: bool) -> None:
                         "version")
 
 
+def model_folder(version_dir: str) -> str:
+    """The model's base folder of a version folder (saved_models/NAME of saved_models/NAME/3)."""
+    return os.path.dirname(os.path.abspath(version_dir))
+
+
+@contextlib.contextmanager
+def lock_model_folder(base: str) -> Iterator[RunLock]:
+    """Holds the export lock on a model's base folder (created if missing) within the block.
+
+    Raises:
+        UserError: another process holds it; the message names that process (pid, host,
+            start time, command line).
+    """
+    lock = RunLock(base)
+    try:
+        with _disk_full(f"taking the export lock {lock.path}", "nothing was written"):
+            lock.acquire()
+    except UserError as e:
+        if " is in use by " not in str(e):
+            raise
+        try:
+            with open(lock.path, encoding="utf-8") as f:
+                holder = json.loads(f.read() or "{}")
+        except (OSError, ValueError):
+            holder = {}
+        raise UserError(f"{base} is in use by another export ({describe_holder(holder)}); "
+                        "wait for it to end and run this export again. Nothing was "
+                        "written") from None
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
 def write_version(version_dir: str, write: Callable[[str], None], overwrite: bool = False
                   ) -> None:
     """Writes a version folder through a temp folder beside it, renamed into place.
+
+    The record (assets.extra/tfbert_export.json) gets "files", the files `write` made. Replacing
+    an earlier export (overwrite), every file there that its record does not list is copied
+    unchanged into the new version first (the module docstring).
 
     Args:
         version_dir: str. A numeric version folder that `version_folder` allows.
         write: callable(folder). Writes the whole export, assets.extra/tfbert_export.json
             last, into the temp folder.
         overwrite: bool. May replace an earlier tfbert export there.
+
+    Raises:
+        UserError: the folder may not be written (version_folder), or the disk filled up; in
+            both cases the version folder is as it was and no temp folder is left.
     """
     path = version_folder(version_dir, overwrite)
     parent, version = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
-    os.makedirs(parent, exist_ok=True)
-    remove_leftovers(parent)
-    tmp = tempfile.mkdtemp(prefix=f".tfbert-tmp-{version}-{os.getpid()}-", dir=parent)
+    full = _disk_full(f"writing the export {path}",
+                      f"the previous export in {path} is intact, and no temp folder is left"
+                      if is_tfbert_export(path) else f"{path} was not made, and no temp folder "
+                      "is left")
+    with full:
+        os.makedirs(parent, exist_ok=True)
+        remove_leftovers(parent)
+        tmp = tempfile.mkdtemp(prefix=f".tfbert-tmp-{version}-{os.getpid()}-", dir=parent)
+        try:
+            # Empty, then marked, then holding the record: recognisably tfbert's at every moment.
+            open(os.path.join(tmp, _WRITING), "x").close()
+            ordinary_permissions(tmp, directory=True)  # mkdtemp makes 0700
+            write(tmp)
+            record = os.path.join(tmp, EXPORT_RECORD)
+            if not os.path.isfile(record):
+                raise RuntimeError(f"layout.py: the export into {tmp} wrote no {EXPORT_RECORD}")
+            _list_files(tmp)
+            if os.path.lexists(path) and os.listdir(path):  # an earlier export: swap it out
+                version_folder(path, overwrite)  # still tfbert's
+                kept = _carry_foreign_files(path, tmp)
+                if kept:
+                    logger.info("kept %d file(s) that tfbert did not write in %s, copied "
+                                "unchanged into the new export: %s", len(kept), path,
+                                ", ".join(kept))
+                os.remove(os.path.join(tmp, _WRITING))
+                if not _exchange(tmp, path):
+                    aside = os.path.join(parent, f".tfbert-old-{version}-{os.getpid()}-"
+                                                 f"{secrets.token_hex(4)}")
+                    os.rename(path, aside)
+                    try:
+                        os.rename(tmp, path)
+                    except BaseException:
+                        os.rename(aside, path)
+                        raise
+                    tmp = aside
+                shutil.rmtree(tmp)
+            else:
+                os.remove(os.path.join(tmp, _WRITING))
+                os.rename(tmp, path)  # atomic; replaces an empty folder, fails on a full one
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+def _files_under(root: str) -> list[str]:
+    """Every file and link under root, and every empty folder (with a trailing "/"), as paths
+    relative to root with "/"."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        links = [d for d in dirs if os.path.islink(os.path.join(folder, d))]
+        found += [os.path.join(folder, n) for n in files + links]
+        if not dirs and not files and folder != root:
+            found.append(os.path.join(folder, ""))
+    return sorted(os.path.relpath(p, root).replace(os.sep, "/") + ("/" if p.endswith(os.sep)
+                                                                   else "") for p in found)
+
+
+def _list_files(folder: str) -> None:
+    """Adds "files" (what the export wrote) to the record in `folder`."""
+    record_path = os.path.join(folder, EXPORT_RECORD)
+    with open(record_path, encoding="utf-8") as f:
+        record = json.load(f)
+    record["files"] = [p for p in _files_under(folder) if p != _WRITING]
+    write_json(record_path, record)
+
+
+def _tfberts(old: str) -> Callable[[str], bool]:
+    """Says which paths of the export in `old` tfbert wrote: those its record lists, or (a
+    record without "files") the SavedModel's parts and the record."""
     try:
-        # Empty, then marked, then holding the record: recognisably tfbert's at every moment.
-        open(os.path.join(tmp, _WRITING), "x").close()
-        ordinary_permissions(tmp, directory=True)  # mkdtemp makes 0700
-        write(tmp)
-        if not os.path.isfile(os.path.join(tmp, EXPORT_RECORD)):
-            raise RuntimeError(f"layout.py: the export into {tmp} wrote no {EXPORT_RECORD}")
-        os.remove(os.path.join(tmp, _WRITING))
-        if os.path.lexists(path) and os.listdir(path):  # an earlier export: swap it out
-            version_folder(path, overwrite)  # still tfbert's
-            if not _exchange(tmp, path):
-                aside = os.path.join(parent, f".tfbert-old-{version}-{os.getpid()}-"
-                                             f"{secrets.token_hex(4)}")
-                os.rename(path, aside)
-                try:
-                    os.rename(tmp, path)
-                except BaseException:
-                    os.rename(aside, path)
-                    raise
-                tmp = aside
-            shutil.rmtree(tmp)
+        with open(os.path.join(old, EXPORT_RECORD), encoding="utf-8") as f:
+            listed = json.load(f).get("files")
+    except (OSError, ValueError, AttributeError):
+        listed = None
+    if isinstance(listed, list):
+        own = {str(p) for p in listed} | {EXPORT_RECORD.replace(os.sep, "/")}
+        return lambda p: p in own
+    return lambda p: (p == EXPORT_RECORD.replace(os.sep, "/")
+                      or p.split("/")[0] in _SAVED_MODEL_PARTS)
+
+
+def _carry_foreign_files(old: str, new: str) -> list[str]:
+    """Copies every file of the export in `old` that tfbert did not write into `new`
+    (bytes, mode and times; links as links); returns their relative paths."""
+    ours = _tfberts(old)
+    carried = []
+    for rel in _files_under(old):
+        if ours(rel):
+            continue
+        source, target = os.path.join(old, rel), os.path.join(new, rel)
+        if os.path.lexists(target.rstrip("/")):
+            raise UserError(f"{source} was not written by tfbert, and the new export writes "
+                            f"{rel} too; move it away. Nothing was written")
+        if rel.endswith("/"):
+            os.makedirs(target, exist_ok=True)  # an empty folder
+        elif os.path.islink(source) or os.path.isfile(source):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(source, target, follow_symlinks=False)
         else:
-            os.rename(tmp, path)  # atomic; replaces an empty folder, fails on a full one
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            raise UserError(f"{source} is not a file or folder (a pipe or device?); tfbert "
+                            "does not copy it into the new export: move it away. Nothing was "
+                            "written")
+        carried.append(rel.rstrip("/"))
+    return carried
+
+
+def _is_disk_full(error: BaseException) -> bool:
+    if isinstance(error, OSError):
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    tf = sys.modules.get("tensorflow")  # its file writes report a full disk this way
+    return tf is not None and isinstance(error, tf.errors.ResourceExhaustedError)
+
+
+@contextlib.contextmanager
+def _disk_full(what: str, kept: str) -> Iterator[None]:
+    """A full disk (ENOSPC, EDQUOT, TensorFlow's ResourceExhaustedError) in the block becomes a
+    one-line UserError: "`what` failed: the disk is full (...); `kept`. Free some space ..."."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - only a full disk is turned into a message
+        if not _is_disk_full(e):
+            raise
+        detail = (e.strerror if isinstance(e, OSError) and e.strerror
+                  else (getattr(e, "message", "") or str(e)).strip().splitlines()[0])
+        raise UserError(f"{what} failed: the disk is full ({detail}); {kept}. Free some "
+                        "space and run the export again") from None
 
 
 def _exchange(a: str, b: str) -> bool:
@@ -290,9 +447,10 @@ def write_owned_file(directory: str, name: str, content: bytes, overwrite: bool 
     new = hashlib.sha256(content).hexdigest()
     record = _read_record(directory)
     record[name] = [h for h in record.get(name, []) if h != new] + [new]
-    write_json(os.path.join(directory, TFLITE_RECORD), {"files": record})
-    with atomic_write(path, "wb") as f:
-        f.write(content)
-    record[name] = [new]
-    write_json(os.path.join(directory, TFLITE_RECORD), {"files": record})
+    with _disk_full(f"writing {path}", f"{path} is as it was"):
+        write_json(os.path.join(directory, TFLITE_RECORD), {"files": record})
+        with atomic_write(path, "wb") as f:
+            f.write(content)
+        record[name] = [new]
+        write_json(os.path.join(directory, TFLITE_RECORD), {"files": record})
     return path

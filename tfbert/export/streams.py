@@ -30,6 +30,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from tfbert.errors import UserError
 from tfbert.layers.heads import gather_positions
 from tfbert.ops import linear_2d, swap_axes_1_2
 
@@ -64,13 +65,8 @@ class StreamedBlock:
         att = layer.attention
         denses = (att.query_dense, att.key_dense, att.value_dense, att.output_dense,
                   layer.intermediate_dense, layer.output_dense)
-        if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
-            raise ValueError(f"{layer.name}: streams must be a positive int, got {streams!r}")
         width, heads, size = att.query_dense.kernel.shape
-        inter = layer.intermediate_size
-        if heads % streams or inter % streams:
-            raise ValueError(f"{layer.name}: {streams} streams must divide the {heads} attention "
-                             f"heads and the intermediate size {inter}")
+        check_streams(heads, layer.intermediate_size, streams, f"{layer.name}: ")
         if any(d.bias is None for d in denses):
             raise ValueError(f"{layer.name}: the streamed form needs every projection's bias")
         if any(d.lora_enabled or d.quantization_mode is not None for d in denses):
@@ -84,6 +80,7 @@ class StreamedBlock:
         out = value(att.output_dense.kernel).reshape(heads * size, width)  # [N D, H]
         wi, bi = value(layer.intermediate_dense.kernel), value(layer.intermediate_dense.bias)
         wo = value(layer.output_dense.kernel)  # [I, H]
+        inter = layer.intermediate_size
         per, cols = heads // streams, inter // streams
         self.parts: list[dict[str, tf.Variable]] = []
         for s in range(streams):
@@ -172,6 +169,28 @@ def _join(partials, residual):
     for part in partials[1:]:
         total = total + tf.cast(part, residual.dtype)
     return total
+
+
+def check_streams(heads: int, intermediate_size: int, streams: Any, where: str = "") -> None:
+    """Raises UserError unless `streams` is a positive int dividing both `heads` and
+    `intermediate_size`; the message names the values that would work.
+
+    Example:
+    >>> try:
+    ...     check_streams(2, 64, 3)
+    ... except UserError as e:
+    ...     print(str(e).split("; ")[1])
+    use 1 or 2 (1 is the plain graph)
+    """
+    if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
+        raise UserError(f"{where}cpu_streams must be a positive int, got {streams!r}")
+    if heads % streams == 0 and intermediate_size % streams == 0:
+        return
+    fits = [str(s) for s in range(1, heads + 1) if heads % s == 0 and intermediate_size % s == 0]
+    choices = ", ".join(fits[:-1]) + " or " + fits[-1] if len(fits) > 1 else fits[0]
+    raise UserError(f"{where}cpu_streams {streams} does not fit the model: {streams} streams must "
+                    f"divide the {heads} attention heads and the intermediate size "
+                    f"{intermediate_size}; use {choices} (1 is the plain graph)")
 
 
 def split_streams(model: Any, streams: int) -> list[StreamedBlock]:
