@@ -310,5 +310,5 @@ def test_finetune_keeps_best_epoch_and_counts_steps(tmp_path):
                                      verbose=0))
     assert result.num_train_steps == 6  # 12 batches, 2 per update
     assert result.best_epoch == 3 and result.best_metrics == {}
-    with pytest.raises(ValueError, match="num_train_epochs must be positive"):
+    with pytest.raises(ValueError, match="num_train_epochs must be a positive finite number"):
         FinetuneConfig(num_train_epochs=0)

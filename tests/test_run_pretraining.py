@@ -297,7 +297,8 @@ def test_sequence_length_schedule_trains_short_first_and_resumes_exactly(tiny_da
 
 @pytest.mark.parametrize("overrides, message", [
     (dict(phase1_seq_length=32), r"phase1_seq_length 32 must be in \[8, max_seq_length=32\)"),
-    (dict(phase1_seq_length=16, phase1_fraction=1.0), r"phase1_fraction must be in \(0, 1\)"),
+    (dict(phase1_seq_length=16, phase1_fraction=1.0),
+     r"phase1_fraction must be a number in \(0, 1\), got 1.0"),
     (dict(phase1_seq_length=16), "needs phase1_input_file"),
     (dict(phase1_seq_length=16, phase1_max_predictions_per_seq=17, phase1_input_file="x"),
      "phase1_max_predictions_per_seq 17 is larger than phase1_seq_length 16"),

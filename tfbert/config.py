@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from tfbert.errors import UserError
+from tfbert.fields import check_fields, field
 from tfbert.textfiles import read_text
 
 # Activation names tfbert understands. Google's BERT code computes "gelu" with the tanh
@@ -50,43 +51,31 @@ class BertConfig:
     256
     """
 
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_hidden_layers: int = 12
-    num_attention_heads: int = 12
-    intermediate_size: int = 3072
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_eps: float = 1e-12
+    vocab_size: int = field(30522, lower_bound=1)
+    hidden_size: int = field(768, lower_bound=1)
+    num_hidden_layers: int = field(12, lower_bound=1)
+    num_attention_heads: int = field(12, lower_bound=1)
+    intermediate_size: int = field(3072, lower_bound=1)
+    hidden_act: str = field("gelu", choices=ACTIVATIONS)
+    hidden_dropout_prob: float = field(0.1, lower_bound=0, less_than=1)
+    attention_probs_dropout_prob: float = field(0.1, lower_bound=0, less_than=1)
+    max_position_embeddings: int = field(512, lower_bound=1)
+    type_vocab_size: int = field(2, lower_bound=1)
+    initializer_range: float = field(0.02, greater_than=0)
+    layer_norm_eps: float = field(1e-12, greater_than=0)
     lower_case: bool = True
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
-        """Raises ValueError naming the first field that makes no sense."""
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+        """Raises UserError (a ValueError) naming the first field that makes no sense: its
+        bounds (`tfbert.fields`), then how the fields fit together."""
+        check_fields(self, prefix="BertConfig.")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not a multiple of "
                 f"num_attention_heads {self.num_attention_heads}")
-        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
-        if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(
-                f"BertConfig.hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}")
-        if self.initializer_range <= 0 or self.layer_norm_eps <= 0:
-            raise ValueError("BertConfig.initializer_range and layer_norm_eps must be positive")
 
     @property
     def head_size(self) -> int:

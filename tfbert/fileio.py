@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterator
 from typing import IO, Any
 
-__all__ = ["atomic_write", "current_umask", "ordinary_permissions", "write_json", "write_text"]
+__all__ = ["atomic_write", "current_umask", "json_safe", "json_text", "ordinary_permissions",
+           "write_json", "write_text"]
 
 
 def current_umask() -> int:
@@ -41,7 +43,8 @@ def ordinary_permissions(path: str, directory: bool = False) -> None:
 def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8",
                  newline: str | None = None) -> Iterator[IO[Any]]:
     """Opens a temp file beside `path`; on a clean exit it is flushed, synced and renamed over
-    `path`; on an error it is removed and `path` is untouched.
+    `path`; on an error it is removed and `path` is untouched (an OSError that names no file,
+    such as a full disk's, is given `path`).
 
     Args:
         path: str. The file to write.
@@ -61,17 +64,42 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8",
             os.fsync(f.fileno())
         ordinary_permissions(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = path  # a failed write() (a full disk) does not say which file
         raise
 
 
+def json_safe(value: Any) -> Any:
+    """`value` with every non-finite float (NaN, Inf) replaced by None, so that it is valid JSON
+    (Python's json writes bare NaN, which JSON does not allow and strict readers refuse).
+
+    Example:
+    >>> json_safe({"loss": float("nan"), "f1": [0.5, float("inf")]})
+    {'loss': None, 'f1': [0.5, None]}
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """`json.dumps(value, **options)` of valid JSON: NaN and Inf written as null (`json_safe`)."""
+    return json.dumps(json_safe(value), allow_nan=False, **options)
+
+
 def write_json(path: str, value: Any) -> None:
-    """Writes `value` as indented, key-sorted UTF-8 JSON atomically."""
+    """Writes `value` as indented, key-sorted UTF-8 JSON atomically; a NaN or Inf is written as
+    null (JSON has no NaN)."""
+    text = json_text(value, indent=2, sort_keys=True, ensure_ascii=False)
     with atomic_write(path) as f:
-        json.dump(value, f, indent=2, sort_keys=True, ensure_ascii=False)
-        f.write("\n")
+        f.write(text + "\n")
 
 
 def write_text(path: str, text: str) -> None:

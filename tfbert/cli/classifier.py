@@ -75,18 +75,18 @@ flags.DEFINE_string("data_dir", None, "The benchmark task's folder (--task_name;
                     "docs/tasks.md). With it do_train/do_eval/do_predict are off unless given.")
 flags.DEFINE_string("xnli_language", _D.xnli_language, "XNLI's language: trains on "
                     "multinli/multinli.train.LANG.tsv, scores the LANG rows of xnli.dev.tsv.")
-flags.DEFINE_integer("predict_batch_size", None, "Test prediction batch (default "
-                     "--eval_batch_size).", lower_bound=1)
+common_flags.define_field_flag(ClassifierConfig, "predict_batch_size", "Test prediction batch "
+                               "(default --eval_batch_size).")
 common_flags.define_google_tpu_flags()
 flags.DEFINE_string("tfds_name", None, "TensorFlow Datasets name, e.g. glue/mrpc (the data must "
                     "be in --tfds_data_dir already).")
 flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory.")
 flags.DEFINE_list("tfds_splits", list(_D.tfds_splits), "TFDS train,dev,test split names.")
-flags.DEFINE_integer("head_hidden_layers", _D.head_hidden_layers, "Dense ReLU layers between "
-                     "the pooled output and the logits.", lower_bound=0, upper_bound=3)
-flags.DEFINE_integer("head_hidden_size", _D.head_hidden_size, "Width of those layers.",
-                     lower_bound=1)
-flags.DEFINE_float("dropout", _D.dropout, "Dropout in the classification head.")
+common_flags.define_field_flag(ClassifierConfig, "head_hidden_layers", "Dense ReLU layers "
+                               "between the pooled output and the logits.")
+common_flags.define_field_flag(ClassifierConfig, "head_hidden_size", "Width of those layers.")
+common_flags.define_field_flag(ClassifierConfig, "dropout", "Dropout in the classification "
+                               "head.")
 flags.DEFINE_enum("best_metric", None, list(dict.fromkeys(BEST_METRICS + MULTI_LABEL_BEST_METRICS)),
                   "Dev metric that picks the epoch kept (default accuracy; with --multi_label "
                   "micro_f1, macro_f1 or exact_match, default micro_f1).")

@@ -36,7 +36,7 @@ from typing import Any
 from absl import app, flags, logging
 
 from tfbert.errors import EXIT_USER_ERROR, run_cli
-from tfbert.training.config import field_help, field_option
+from tfbert.fields import Bounds, field_bounds, field_help, field_option
 
 FLAGS = flags.FLAGS
 # Flag kinds whose values never hold a comma, so a comma-separated value is a grid.
@@ -206,32 +206,72 @@ def define_config_flags(cls: type, flag_values: flags.FlagValues = FLAGS) -> lis
     its script) is left out.
 
     Types: bool, int, float and str fields (optional or not) become DEFINE_bool, _integer,
-    _float and _string flags; a field with `choices` an enum; `lower_bound` bounds a number.
+    _float and _string flags; a field with `choices` an enum. A numeric flag refuses what its
+    field's bounds refuse (`tfbert.fields`; a float flag NaN and Inf too), naming the allowed
+    values in --help and in the error.
     """
-    hints = typing.get_type_hints(cls)
     names = []
     for f in dataclasses.fields(cls):
         help_text = field_help(cls, f.name)
-        if help_text is None:
-            continue
-        kind = _flag_type(hints[f.name], f.name)
-        default = f.default
-        choices = field_option(cls, f.name, "choices")
-        lower_bound = field_option(cls, f.name, "lower_bound")
-        bounds = {} if lower_bound is None else {"lower_bound": lower_bound}
-        where = {"flag_values": flag_values}
-        if choices:
-            flags.DEFINE_enum(f.name, default, list(choices), help_text, **where)
-        elif kind is bool:
-            flags.DEFINE_bool(f.name, default, help_text, **where)
-        elif kind is int:
-            flags.DEFINE_integer(f.name, default, help_text, **bounds, **where)
-        elif kind is float:
-            flags.DEFINE_float(f.name, default, help_text, **bounds, **where)
-        else:
-            flags.DEFINE_string(f.name, default, help_text, **where)
-        names.append(f.name)
+        if help_text is not None:
+            define_field_flag(cls, f.name, help_text, flag_values)
+            names.append(f.name)
     return names
+
+
+def define_field_flag(cls: type, name: str, help_text: str,
+                      flag_values: flags.FlagValues = FLAGS) -> None:
+    """Defines the flag of field `name` of dataclass `cls`: the field's type, default, choices
+    and bounds (see `define_config_flags`), with `help_text` (for a task's own option, whose
+    help its command gives)."""
+    f = cls.__dataclass_fields__[name]
+    kind = _flag_type(typing.get_type_hints(cls)[name], name)
+    choices = field_option(cls, name, "choices")
+    where = {"flag_values": flag_values}
+    if choices:
+        flags.DEFINE_enum(name, f.default, list(choices), help_text, **where)
+    elif kind is bool:
+        flags.DEFINE_bool(name, f.default, help_text, **where)
+    elif kind in (int, float):
+        parser = bounded_parser(kind, field_bounds(cls, name) or Bounds())
+        flags.DEFINE(parser, name, f.default, help_text, serializer=flags.ArgumentSerializer(),
+                     **where)
+    else:
+        flags.DEFINE_string(name, f.default, help_text, **where)
+
+
+class _BoundedFloatParser(flags.FloatParser):
+    """absl's float parser, refusing the values outside a field's `Bounds` (NaN, Inf)."""
+
+    def __init__(self, bounds: Bounds) -> None:
+        super().__init__()
+        self.bounds, self.syntactic_help = bounds, bounds.describe(float)
+
+    def is_outside_bounds(self, val: float) -> bool:
+        return val not in self.bounds
+
+
+class _BoundedIntegerParser(flags.IntegerParser):
+    """absl's integer parser, refusing the values outside a field's `Bounds`."""
+
+    def __init__(self, bounds: Bounds) -> None:
+        super().__init__()
+        self.bounds, self.syntactic_help = bounds, bounds.describe(int)
+
+    def is_outside_bounds(self, val: int) -> bool:
+        return val not in self.bounds
+
+
+def bounded_parser(kind: type, bounds: Bounds) -> flags.ArgumentParser:
+    """The flag parser of a numeric field: int or float `kind` within `bounds`.
+
+    Example:
+    >>> bounded_parser(float, Bounds(0, 1, high_open=True)).parse("1.0")
+    Traceback (most recent call last):
+    ...
+    ValueError: 1.0 is not a number in [0, 1)
+    """
+    return (_BoundedIntegerParser if kind is int else _BoundedFloatParser)(bounds)
 
 
 def _flag_type(hint: Any, name: str) -> type:

@@ -40,7 +40,7 @@ flags.DEFINE_enum("task_name", None, list(BUILTIN_TASKS), "Built-in data (the de
                   "file is given): People's Daily 1998-01, PER/LOC/ORG.")
 flags.DEFINE_bool("char_level", _D.char_level, "CoNLL files hold one character per line of "
                   "text written without spaces (Chinese).")
-flags.DEFINE_float("dropout", _D.dropout, "Dropout before the tagging layer.")
+common_flags.define_field_flag(NerConfig, "dropout", "Dropout before the tagging layer.")
 flags.DEFINE_enum("long_input", _D.long_input, ["windows", "truncate"], "Sentences longer "
                   "than max_seq_length - 2 word pieces: overlapping windows, each token read "
                   "from the window where it has the most context (every window a training "

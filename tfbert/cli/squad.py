@@ -74,13 +74,13 @@ flags.DEFINE_integer("n_best_size", _D.n_best_size, "Candidate answers per windo
                      "n-best files.", lower_bound=1)
 flags.DEFINE_bool("version_2_with_negative", _D.version_2_with_negative, "SQuAD v2.0: some "
                   "questions have no answer (the built-in set then makes a third unanswerable).")
-flags.DEFINE_float("null_score_diff_threshold", _D.null_score_diff_threshold, "v2.0: answer "
-                   "\"\" when null score - best span score exceeds this. Given (0.0 included), "
-                   "it is used as given, as in google-research/bert. Not given: a saved model's "
-                   "own threshold when predicting with --nodo_train, else the one with the best "
-                   "dev F1 (evaluate-v2.0.py's search; stored with the model, used by its "
-                   "export), else 0.0 (no dev set, Google's default). results.json names the "
-                   "value and its source.")
+common_flags.define_field_flag(
+    SquadConfig, "null_score_diff_threshold", "v2.0: answer \"\" when null score - best span "
+    "score exceeds this. Given (0.0 included), it is used as given, as in google-research/bert. "
+    "Not given: a saved model's own threshold when predicting with --nodo_train, else the one "
+    "with the best dev F1 (evaluate-v2.0.py's search; stored with the model, used by its "
+    "export), else 0.0 (no dev set, Google's default). results.json names the value and its "
+    "source.")
 flags.DEFINE_enum("on_bad_answer", _D.on_bad_answer, ["warn", "error"], "An answer whose text "
                   "is not at its answer_start: warn (move it to the nearest occurrence, or skip "
                   "it in training; counted in results.json) or error.")

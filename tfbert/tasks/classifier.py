@@ -71,6 +71,7 @@ from tfbert.evaluation.classification import (
 )
 from tfbert.models.classifier import MultiLabelCrossentropy, WindowPooledClassifier
 from tfbert.training import finetune as ft
+from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
 from tfbert.training.outputs import Staging, save_model
 
@@ -122,16 +123,16 @@ class ClassifierConfig(TaskConfig):
     task_name: str | None = None
     data_dir: str | None = None
     xnli_language: str = "zh"
-    predict_batch_size: int | None = None
+    predict_batch_size: int | None = field(None, lower_bound=1)
     train_file: str | None = None
     dev_file: str | None = None
     test_file: str | None = None
     tfds_name: str | None = None
     tfds_data_dir: str | None = None
     tfds_splits: tuple[str, str, str] = ("train", "validation", "test")
-    head_hidden_layers: int = 0
-    head_hidden_size: int = 128
-    dropout: float = 0.1
+    head_hidden_layers: int = field(0, lower_bound=0, upper_bound=3)
+    head_hidden_size: int = field(128, lower_bound=1)
+    dropout: float = field(0.1, lower_bound=0, less_than=1)
     best_metric: str | None = None
     long_input: str | None = None
     doc_stride: int | None = None
@@ -148,9 +149,6 @@ class ClassifierConfig(TaskConfig):
         if self.task_name in benchmarks.TASKS and not self.data_dir:
             raise UserError(f"task_name {self.task_name!r} reads its files from data_dir; give "
                             "--data_dir (the task's folder, see docs/tasks.md)")
-        if self.predict_batch_size is not None and self.predict_batch_size < 1:
-            raise UserError(f"predict_batch_size must be a positive integer, got "
-                            f"{self.predict_batch_size!r}")
         sources = [s for s, given in (("task_name", self.task_name),
                                       ("train_file/dev_file/test_file",
                                        self.train_file or self.dev_file or self.test_file),
@@ -162,8 +160,6 @@ class ClassifierConfig(TaskConfig):
             raise UserError(f"unknown task_name {self.task_name!r}; built-in tasks: "
                             f"{data.BUILTIN_TASKS}, benchmark tasks (with data_dir): "
                             f"{sorted(benchmarks.TASKS)}")
-        if not 0 <= self.head_hidden_layers <= 3:
-            raise UserError(f"head_hidden_layers must be 0-3, got {self.head_hidden_layers}")
         if self.task_name in data.MULTI_LABEL_TASKS:
             self.multi_label = True
         elif self.multi_label and (self.task_name or self.tfds_name):

@@ -39,6 +39,7 @@ from tfbert.data import ner as data
 from tfbert.errors import UserError
 from tfbert.evaluation.ner import entity_metrics, entity_spans
 from tfbert.training import finetune as ft
+from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
 from tfbert.training.outputs import Staging, save_model
 
@@ -77,7 +78,7 @@ class NerConfig(TaskConfig):
     dev_file: str | None = None
     test_file: str | None = None
     char_level: bool = False
-    dropout: float = 0.1
+    dropout: float = field(0.1, lower_bound=0, less_than=1)
     long_input: str = "windows"
     doc_stride: int | None = None
     label_alignment: str = "first"

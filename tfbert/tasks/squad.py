@@ -75,6 +75,7 @@ from tfbert.errors import UserError
 from tfbert.evaluation.spans import span_candidates
 from tfbert.fileio import atomic_write
 from tfbert.training import finetune as ft
+from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
 from tfbert.training.outputs import Staging, save_model
 
@@ -268,10 +269,10 @@ class SquadConfig(TaskConfig):
     train_file: str | None = None
     dev_file: str | None = None
     test_file: str | None = None
-    doc_stride: int = 128
-    max_query_length: int = 64
-    max_answer_length: int = 30
-    n_best_size: int = 20
+    doc_stride: int = field(128, lower_bound=1)
+    max_query_length: int = field(64, lower_bound=1)
+    max_answer_length: int = field(30, lower_bound=1)
+    n_best_size: int = field(20, lower_bound=1)
     version_2_with_negative: bool = False
     null_score_diff_threshold: float | None = None
     on_bad_answer: str = "warn"
@@ -285,15 +286,9 @@ class SquadConfig(TaskConfig):
         if self.max_seq_length <= self.max_query_length + 3:
             raise UserError(f"max_seq_length ({self.max_seq_length}) must be greater than "
                             f"max_query_length ({self.max_query_length}) + 3")
-        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
-            if getattr(self, name) < 1:
-                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.on_bad_answer not in ON_BAD_ANSWER:
             raise UserError(f"on_bad_answer must be one of {ON_BAD_ANSWER}, got "
                             f"{self.on_bad_answer!r}")
-        threshold = self.null_score_diff_threshold
-        if threshold is not None and not math.isfinite(threshold):
-            raise UserError(f"null_score_diff_threshold must be a finite number, got {threshold}")
         if self.scoring != "auto" and self.scoring not in SCORERS:
             raise UserError(f"scoring must be 'auto' or one of {sorted(SCORERS)}, got "
                             f"{self.scoring!r}")

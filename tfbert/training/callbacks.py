@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -120,8 +121,14 @@ class TrainingProgress(keras.callbacks.Callback):
         return (n1 - n0) / max(t1 - t0, 1e-9)
 
 
+def weights_finite(model: keras.Model) -> bool:
+    """Whether every trainable weight of `model` is finite (no NaN, no Inf)."""
+    return all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in model.trainable_variables)
+
+
 class StopOnNaN(keras.callbacks.Callback):
-    """Stops training at the first non-finite loss and remembers the step (`bad_step`)."""
+    """Stops training at the first non-finite loss and remembers the step (`bad_step`); the
+    caller raises `tfbert.errors.NonFiniteLoss` after `fit` when it is set."""
 
     def __init__(self, progress: TrainingProgress) -> None:
         super().__init__()
@@ -148,6 +155,26 @@ def checkpoint_manager(checkpoint: tf.train.Checkpoint, directory: str, max_to_k
         directory = worker_scratch_dir(directory, worker)
     return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=max_to_keep,
                                       step_counter=None, checkpoint_name="ckpt")
+
+
+def resume_notes(checkpoint_dir: str) -> dict[str, Callable[[], str]]:
+    """`tfbert.errors.failure_notes` for a run that resumes from its checkpoints: what it keeps
+    and what a rerun does, read from `checkpoint_dir` when the run ends early."""
+
+    def latest() -> int | None:
+        path = tf.train.latest_checkpoint(checkpoint_dir)
+        return int(path.rsplit("-", 1)[1]) if path else None
+
+    def kept() -> str:
+        step = latest()
+        return (f"the checkpoint of step {step} in {checkpoint_dir}" if step is not None
+                else f"no checkpoint yet in {checkpoint_dir}")
+
+    def rerun() -> str:
+        step = latest()
+        return f"resume from step {step}" if step is not None else "start again"
+
+    return {"kept": kept, "rerun": rerun}
 
 
 def worker_scratch_dir(directory: str, worker: int) -> str:
@@ -177,8 +204,7 @@ class CheckpointSaver(keras.callbacks.Callback):
     def save(self) -> str | None:
         """Saves now, named by the global step; returns the path (None, with an error log,
         when a weight is NaN/Inf: such a state is never checkpointed)."""
-        if not all(bool(tf.reduce_all(tf.math.is_finite(v)))
-                   for v in self.model.trainable_variables):
+        if not weights_finite(self.model):
             logger.error("not saving step %d: the weights hold NaN/Inf", self.progress.step)
             return None
         path = self.manager.save(checkpoint_number=self.progress.step)

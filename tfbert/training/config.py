@@ -2,9 +2,10 @@
 
 `RunConfig` holds them; `PretrainConfig` (tfbert.training.pretrain) and `TaskConfig`
 (tfbert.training.finetune) extend it, and override a default only where pretraining and
-fine-tuning really differ (each override says why). Every field carries its help text, and
-tfbert/cli/common_flags.py defines the command-line flags from the fields, so a field, its flag
-and its help are one definition. Names are google-research/bert's flag names where it has one.
+fine-tuning really differ (each override says why). Every field carries its help text and its
+bounds (`tfbert.fields`), and tfbert/cli/common_flags.py defines the command-line flags from the
+fields, so a field, its flag, its help and the values it refuses are one definition. Names are
+google-research/bert's flag names where it has one.
 
 Example:
 >>> config = RunConfig(output_dir="out", learning_rate=1e-4)
@@ -15,32 +16,16 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from tfbert.errors import UserError
+from tfbert.fields import check_fields, field, field_bounds, field_help, field_option
 from tfbert.training.distribute import STRATEGIES
 from tfbert.training.optimization import OPTIMIZERS
 from tfbert.training.runtime import PRECISION_CHOICES
 
-
-def field(default: Any, help: str, **flag: Any) -> Any:
-    """A dataclass field with its flag's help text and options (`choices`, `lower_bound`)."""
-    return dataclasses.field(default=default, metadata={"help": help, **flag})
-
-
-def field_help(cls: type, name: str) -> str | None:
-    """The help text of field `name`, from the nearest class in `cls`'s MRO that gives one (a
-    subclass that only changes a default keeps its base's help)."""
-    return field_option(cls, name, "help")
-
-
-def field_option(cls: type, name: str, option: str) -> Any:
-    """Option `option` of field `name` (see `field_help`); None where no class gives it."""
-    for klass in cls.__mro__:
-        f = getattr(klass, "__dataclass_fields__", {}).get(name)
-        if f is not None and option in f.metadata:
-            return f.metadata[option]
-    return None
+# The field helpers are tfbert.fields'; the configs import them from here too.
+__all__ = ["RunConfig", "check_fields", "field", "field_bounds", "field_help", "field_option"]
 
 
 @dataclasses.dataclass
@@ -82,11 +67,12 @@ class RunConfig:
         "micro-batches); BERT's fine-tuning batch.", lower_bound=1)
     eval_batch_size: int = field(32, "Global eval batch.", lower_bound=1)
     learning_rate: float = field(
-        5e-5, "Peak learning rate (linear warmup, then linear decay to 0); BERT's default.")
+        5e-5, "Peak learning rate (linear warmup, then linear decay to 0); BERT's default.",
+        greater_than=0)
     optimizer: str = field(
         "adamw", "AdamW or LAMB, with weight decay excluding LayerNorm and biases, epsilon "
         "1e-6, clip norm 1.0 (LAMB for very large batches).", choices=list(OPTIMIZERS))
-    weight_decay: float = field(0.01, "Weight decay rate (BERT's 0.01).")
+    weight_decay: float = field(0.01, "Weight decay rate (BERT's 0.01).", lower_bound=0)
     gradient_accumulation_steps: int = field(
         1, "Micro-batches per optimizer step (each train_batch_size / this): a large batch "
         "in little memory.", lower_bound=1)
@@ -95,7 +81,7 @@ class RunConfig:
         lower_bound=1)
     seed: int = field(
         12345, "Random seed (weights, dropout, data order, masks); google-research/bert's "
-        "12345.")
+        "12345.", lower_bound=0, upper_bound=2**32 - 1)  # numpy's seed range
     # --- runtime ---
     mixed_precision: str = field(
         "auto", "Compute dtype (float32 master weights; float16 uses dynamic loss scaling); "
@@ -108,28 +94,18 @@ class RunConfig:
     tpu: str | None = field(None, "TPU name or grpc:// address (default $TPU_NAME).")
     verbose: int | None = field(
         None, "Keras progress output: 0 none, 1 a progress bar, 2 a line per loop or epoch; "
-        "default: a progress bar on a terminal, else a line per loop or epoch.")
+        "default: a progress bar on a terminal, else a line per loop or epoch.", lower_bound=0,
+        upper_bound=2)
 
     def __post_init__(self) -> None:
         self.validate()
 
     def validate(self) -> None:
         """Raises UserError (a ValueError) naming the first field that makes no sense."""
-        for name in ("max_seq_length", "train_batch_size", "eval_batch_size",
-                     "gradient_accumulation_steps", "log_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"{name} must be a positive integer, got {value!r}")
+        check_fields(self)  # choices, types and bounds, from the fields (tfbert.fields)
         if self.max_seq_length < self.min_seq_length:
             raise UserError(f"max_seq_length {self.max_seq_length} is below the minimum "
                             f"{self.min_seq_length}{self.min_seq_length_reason}")
-        if self.learning_rate <= 0:
-            raise UserError(f"learning_rate must be positive, got {self.learning_rate}")
-        for name, choices in (("optimizer", OPTIMIZERS), ("mixed_precision", PRECISION_CHOICES),
-                              ("distribution_strategy", STRATEGIES)):
-            if getattr(self, name) not in choices:
-                raise UserError(f"{name} must be one of {choices}, got "
-                                f"{getattr(self, name)!r}")
         if self.bert_config_file and self.preset:
             raise UserError("give bert_config_file or preset, not both")
         if self.train_batch_size % self.gradient_accumulation_steps:

@@ -11,7 +11,9 @@ A task (classification, NER, SQuAD) brings its model, its tf.data pipeline, its 
 warmup_proportion of the steps, linear decay to 0), trains for num_train_epochs (a fraction
 trains part of the last epoch), calls evaluate_fn after every epoch, and leaves the model holding
 the weights of the epoch with the best `metric`; with early_stopping_patience=N it stops when
-that metric has not improved for N epochs (Keras's EarlyStopping on the dev scores).
+that metric has not improved for N epochs (Keras's EarlyStopping on the dev scores). A loss that
+becomes NaN or Inf stops training and raises `NonFiniteLoss` (inside `task_run` nothing of the
+run is committed: the folder keeps the previous run).
 
 `TaskConfig` extends the shared `RunConfig` (tfbert.training.config) with the fields every
 fine-tuning command line has (their flags come from the fields, tfbert/cli/common_flags.py);
@@ -38,12 +40,12 @@ import tensorflow as tf
 
 from tfbert import ownership
 from tfbert.config import BertConfig
-from tfbert.errors import UserError
+from tfbert.errors import NonFiniteLoss, UserError, failure_notes
 from tfbert.text.vocab import load_vocab
 from tfbert.textfiles import check_encoding
 from tfbert.training import callbacks as cb
 from tfbert.training import model_source, outputs, runtime
-from tfbert.training.config import RunConfig, field
+from tfbert.training.config import RunConfig, check_fields, field
 from tfbert.training.distribute import tf_config_task
 from tfbert.training.model_source import checkpoint_vocab, load_finetuned
 from tfbert.training.optimization import OPTIMIZERS
@@ -86,39 +88,24 @@ class FinetuneConfig:
             None: a progress bar on a terminal, else a line per epoch.
     """
 
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    optimizer: str = "adamw"
-    weight_decay: float = 0.01
-    clip_norm: float | None = 1.0
-    gradient_accumulation_steps: int = 1
+    learning_rate: float = field(5e-5, greater_than=0)
+    num_train_epochs: float = field(3.0, greater_than=0)
+    warmup_proportion: float = field(0.1, lower_bound=0, upper_bound=1)
+    optimizer: str = field("adamw", choices=OPTIMIZERS)
+    weight_decay: float = field(0.01, lower_bound=0)
+    clip_norm: float | None = field(1.0, greater_than=0)
+    gradient_accumulation_steps: int = field(1, lower_bound=1)
     metric: str = "accuracy"
     higher_is_better: bool = True
     jit_compile: bool = False
-    train_batch_size: int = 32
+    train_batch_size: int = field(32, lower_bound=1)
     log_dir: str | None = None
-    log_steps: int = 20
-    early_stopping_patience: int | None = None
-    verbose: int | None = None
+    log_steps: int = field(20, lower_bound=1)
+    early_stopping_patience: int | None = field(None, lower_bound=1)
+    verbose: int | None = field(None, lower_bound=0, upper_bound=2)
 
     def __post_init__(self) -> None:
-        if not self.num_train_epochs > 0:
-            raise UserError(f"num_train_epochs must be positive, got {self.num_train_epochs}")
-        if self.learning_rate <= 0:
-            raise UserError(f"learning_rate must be positive, got {self.learning_rate}")
-        if not 0.0 <= self.warmup_proportion <= 1.0:
-            raise UserError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
-        if self.optimizer not in OPTIMIZERS:
-            raise UserError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.gradient_accumulation_steps < 1:
-            raise UserError("gradient_accumulation_steps must be >= 1, got "
-                            f"{self.gradient_accumulation_steps}")
-        patience = self.early_stopping_patience
-        if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int)
-                                     or patience < 1):
-            raise UserError(f"early_stopping_patience must be a positive integer or None, got "
-                            f"{patience!r}")
+        check_fields(self)  # UserError naming the field (tfbert.fields)
 
 
 @dataclasses.dataclass
@@ -169,6 +156,10 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
     Returns:
         FinetuneResult.
 
+    Raises:
+        NonFiniteLoss: the loss (or the weights) became NaN/Inf; training stopped at that step
+            (a UserError: run_cli prints one line).
+
     Example:
     >>> result = finetune(classifier, train_ds, loss, FinetuneConfig(num_train_epochs=2),
     ...                   evaluate_fn=lambda m: {"accuracy": accuracy_on_dev(m)})  # doctest: +SKIP
@@ -187,19 +178,37 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
             loss_scale=getattr(model.dtype_policy, "name", "") == "mixed_float16",
             clip_norm=config.clip_norm, loss=loss, metrics=list(metrics or []))
     progress = cb.TrainingProgress(0, k, config.train_batch_size, stop_at=num_train_steps)
-    keeper = _KeepBest(evaluate_fn, config.metric, config.higher_is_better)
+    nan_guard = cb.StopOnNaN(progress)
+    keeper = _KeepBest(evaluate_fn, config.metric, config.higher_is_better, nan_guard)
     logs = ([cb.TensorBoardScalars(progress, config.log_dir, config.log_steps)]
             if config.log_dir else [])
     stopper = early_stopping(config)
     logger.info("fine-tuning: %g epochs of %d batches, %d optimizer steps (%d warmup), peak "
                 "learning rate %g", config.num_train_epochs, steps_per_epoch, num_train_steps,
                 num_warmup_steps, config.learning_rate)
-    model.fit(train_ds.repeat() if total_batches > steps_per_epoch else train_ds,
-              epochs=math.ceil(total_batches / steps_per_epoch), steps_per_epoch=steps_per_epoch,
-              callbacks=[progress, keeper, *logs, *([stopper] if stopper else []), *callbacks],
-              verbose=runtime.fit_verbosity(config.verbose),
-              shuffle=False)  # the caller's tf.data pipeline shuffles
-    keeper.restore(model)
+    with failure_notes(step=lambda: progress.step):  # for a Ctrl-C's line (tfbert.errors)
+        model.fit(train_ds.repeat() if total_batches > steps_per_epoch else train_ds,
+                  epochs=math.ceil(total_batches / steps_per_epoch),
+                  steps_per_epoch=steps_per_epoch,
+                  callbacks=[progress, nan_guard, keeper, *logs,
+                             *([stopper] if stopper else []), *callbacks],
+                  verbose=runtime.fit_verbosity(config.verbose),
+                  shuffle=False)  # the caller's tf.data pipeline shuffles
+    if nan_guard.bad_step is None and keeper.non_finite is None:
+        keeper.restore(model)
+    of = f"step {progress.step} of {num_train_steps}"
+    if nan_guard.bad_step is not None:
+        problem = f"the training loss became {nan_guard.bad_loss} at {of}"
+    elif keeper.non_finite is not None:
+        problem = "the dev {} is {} after epoch {} ({})".format(*keeper.non_finite, of)
+    elif not cb.weights_finite(model):
+        problem = f"the weights hold NaN/Inf after {of}"
+    else:
+        problem = None
+    if problem:
+        raise NonFiniteLoss(f"{problem}; training stopped and its model is not kept (lower "
+                            f"learning_rate, now {config.learning_rate:g}, or check the "
+                            "training data)")
     stopped = stopper.stopped_epoch + 1 if stopper and stopper.stopped_epoch else None
     if stopped:
         logger.info("early stopping after epoch %d: dev %s has not improved for %d epoch(s) "
@@ -234,16 +243,20 @@ class _KeepBest(keras.callbacks.Callback):
     The dev scalars go into the epoch's logs as `val_<name>`, for the callbacks after it.
     """
 
-    def __init__(self, evaluate_fn: EvaluateFn | None, metric: str, higher_is_better: bool
-                 ) -> None:
+    def __init__(self, evaluate_fn: EvaluateFn | None, metric: str, higher_is_better: bool,
+                 nan_guard: cb.StopOnNaN | None = None) -> None:
         super().__init__()
         self.evaluate_fn, self.metric, self.higher = evaluate_fn, metric, higher_is_better
+        self.nan_guard = nan_guard  # after a non-finite loss there is nothing to score
+        self.non_finite: tuple[str, float, int] | None = None  # (dev score, value, epoch)
         self.history: list[dict[str, Any]] = []
         self.best_epoch, self.best_metrics = 0, {}
         self.best_value: float | None = None
         self.best_weights: list[Any] | None = None
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.nan_guard is not None and self.nan_guard.bad_step is not None:
+            return
         epoch += 1
         record: dict[str, Any] = {"epoch": epoch}
         if logs and "loss" in logs:
@@ -258,6 +271,12 @@ class _KeepBest(keras.callbacks.Callback):
                            f"(it returned {sorted(scores)})")
         value = float(scores[self.metric])
         scalars = {k: v for k, v in scores.items() if isinstance(v, (int, float))}
+        bad = [k for k in scalars if (k == self.metric or k.endswith("loss"))
+               and not math.isfinite(scalars[k])]
+        if bad:  # the weights overflow on dev: a diverged model
+            self.non_finite = (bad[0], scalars[bad[0]], epoch)
+            self.model.stop_training = True
+            return
         record.update(scalars)
         if logs is not None:
             logs.update({f"val_{k}": v for k, v in scalars.items()})
@@ -374,8 +393,10 @@ class TaskConfig(RunConfig):
     input_encoding: str = field(
         "utf-8", "The text encoding of --train_file/--dev_file/--test_file, e.g. gb18030 for "
         "GBK (any Python codec name; the built-in data is UTF-8).")
-    num_train_epochs: float = field(3.0, "Epochs over the training set (BERT's 3).")
-    warmup_proportion: float = field(0.1, "Share of the steps spent in linear warmup.")
+    num_train_epochs: float = field(3.0, "Epochs over the training set (BERT's 3).",
+                                    greater_than=0)
+    warmup_proportion: float = field(0.1, "Share of the steps spent in linear warmup.",
+                                     lower_bound=0, upper_bound=1)
     do_train: bool = field(True, "Fine-tune.")
     do_eval: bool = field(True, "Score the dev set.")
     do_predict: bool = field(True, "Score the test set and write its predictions.")
@@ -489,7 +510,17 @@ def task_run(config: TaskConfig, task: str) -> Iterator[outputs.Staging]:
             # the model, for a source only the built model tells)
             model_source.check_seq_length(config.max_seq_length,
                                           declared.max_position_embeddings, config.model_source)
-        yield run
+        with failure_notes(kept=lambda: _kept_note(config.output_dir), rerun="start again"):
+            yield run
+
+
+def _kept_note(output_dir: str) -> str:
+    """What output_dir holds when a run ends early: the previous run, as it was."""
+    manifest = outputs.read_manifest(output_dir)
+    if manifest is None:
+        return f"{output_dir} as it was (it holds no earlier run's outputs)"
+    return (f"the previous run in {output_dir} (run {manifest['run_id']}, finished "
+            f"{manifest['finished']}), untouched")
 
 
 def _declared_model_config(config: TaskConfig) -> BertConfig | None:

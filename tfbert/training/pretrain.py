@@ -69,7 +69,7 @@ from tfbert.data.pretraining import (
     pretraining_dataset,
     pretraining_stream,
 )
-from tfbert.errors import UserError
+from tfbert.errors import NonFiniteLoss, UserError, failure_notes
 from tfbert.models.pretrainer import BertPretrainer
 from tfbert.text.vocab import load_vocab
 from tfbert.training import callbacks as cb
@@ -141,7 +141,7 @@ class PretrainConfig(RunConfig):
         "written (default: the built-in run's folder).")
     learning_rate: float = field(
         1e-3, "Peak learning rate (linear warmup, then linear decay to 0); 1e-3 suits the "
-        "built-in tiny model (BERT-base pretrained at 1e-4).")
+        "built-in tiny model (BERT-base pretrained at 1e-4).", greater_than=0)
     # Same default, pretraining's own help: here XLA is a measured speed-up users should know of.
     jit_compile: bool = field(
         False, "XLA-compile the train step: for a float32 run 1.2-1.3x faster per step at 32 "
@@ -157,7 +157,8 @@ class PretrainConfig(RunConfig):
         "held-out documents).")
     max_predictions_per_seq: int = field(
         20, "Masked-LM predictions per sequence, P (BERT's 20 at length 128).", lower_bound=1)
-    masked_lm_prob: float = field(0.15, "Share of tokens to mask (BERT's 15%).")
+    masked_lm_prob: float = field(0.15, "Share of tokens to mask (BERT's 15%).",
+                                  greater_than=0, less_than=1)
     whole_word_mask: bool = field(
         False, "Mask whole words (jieba words for Chinese; records need word starts, see "
         "create_pretraining_data.py).")
@@ -193,7 +194,8 @@ class PretrainConfig(RunConfig):
         "none with input_file; 0: max_seq_length throughout.", lower_bound=0)
     phase1_fraction: float = field(
         0.9, "Share of num_train_steps in the first phase (with phase1_seq_length); the "
-        "boundary is this share of num_train_steps, so a rerun with more steps moves it.")
+        "boundary is this share of num_train_steps, so a rerun with more steps moves it.",
+        greater_than=0, less_than=1)
     phase1_max_predictions_per_seq: int | None = field(
         None, "Masked-LM predictions per sequence in the first phase (default: "
         "max_predictions_per_seq scaled by phase1_seq_length / max_seq_length).", lower_bound=1)
@@ -221,20 +223,10 @@ class PretrainConfig(RunConfig):
 
     def validate(self) -> None:
         """Raises UserError (a ValueError) naming the first field that makes no sense."""
-        super().validate()
-        for name in ("max_predictions_per_seq", "num_train_steps", "save_checkpoints_steps",
-                     "keep_checkpoint_max", "max_eval_steps", "default_num_shards"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"{name} must be a positive integer, got {value!r}")
-        if self.iterations_per_loop is not None and self.iterations_per_loop < 1:
-            raise UserError(f"iterations_per_loop must be positive, got "
-                            f"{self.iterations_per_loop}")
+        super().validate()  # the fields' own bounds (tfbert.fields) among them
         if not 0 <= self.num_warmup_steps <= self.num_train_steps:
             raise UserError(f"num_warmup_steps {self.num_warmup_steps} must be in "
                             f"[0, num_train_steps={self.num_train_steps}]")
-        if not 0 < self.masked_lm_prob < 1:
-            raise UserError(f"masked_lm_prob must be in (0, 1), got {self.masked_lm_prob}")
         if self.max_predictions_per_seq > self.max_seq_length:
             raise UserError(f"max_predictions_per_seq {self.max_predictions_per_seq} is larger "
                             f"than max_seq_length {self.max_seq_length}")
@@ -248,9 +240,6 @@ class PretrainConfig(RunConfig):
                                 f"{self.max_seq_length}): the first phase's sequences are the "
                                 "shorter ones (0 turns the first phase off)")
         if self.phase1_length:
-            if not 0 < self.phase1_fraction < 1:
-                raise UserError(f"phase1_fraction must be in (0, 1), got "
-                                f"{self.phase1_fraction}")
             if self.phase1_predictions > self.phase1_length:
                 raise UserError(f"phase1_max_predictions_per_seq {self.phase1_predictions} is "
                                 f"larger than phase1_seq_length {self.phase1_length}")
@@ -260,9 +249,6 @@ class PretrainConfig(RunConfig):
                                 f"--max_seq_length={self.phase1_seq_length})")
         elif self.phase1_input_file or self.phase1_eval_input_file:
             raise UserError("phase1_input_file / phase1_eval_input_file need phase1_seq_length")
-        if self.position_embedding_init not in POSITION_INITS:
-            raise UserError(f"position_embedding_init must be one of {POSITION_INITS}, got "
-                            f"{self.position_embedding_init!r}")
 
     @property
     def steps_per_loop(self) -> int:
@@ -336,7 +322,8 @@ def run_pretraining(config: PretrainConfig,
     Raises:
         UserError, FileNotFoundError: bad input or a busy output_dir, found before training
             starts (a UserError is a ValueError).
-        FloatingPointError: the loss became NaN/Inf (the last good checkpoint is kept).
+        NonFiniteLoss: the loss became NaN/Inf (a FloatingPointError; the last good
+            checkpoint is kept).
     """
     config.validate()
     check_init_checkpoint(config.init_checkpoint)
@@ -346,7 +333,9 @@ def run_pretraining(config: PretrainConfig,
     with runtime.run_lock(config):  # before any TensorFlow work: a busy folder is refused at once
         # The strategy first: multi-worker collectives must be set up before other TF ops run.
         strategy = get_strategy(config.distribution_strategy, config.tpu)
-        return _pretrain(config, strategy, is_chief(strategy), callbacks)
+        # What an error or Ctrl-C leaves, for its one line (tfbert.errors.run_cli).
+        with failure_notes(**cb.resume_notes(os.path.join(config.output_dir, "checkpoints"))):
+            return _pretrain(config, strategy, is_chief(strategy), callbacks)
 
 
 def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: bool,
@@ -459,19 +448,20 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
         if progress.step >= phase.end_step:
             continue
         history.extra = {"seq_length": phase.config.max_seq_length}  # in every entry
-        _fit_phase(model, phase, progress, callbacks, strategy, vocab_file, lower_case,
-                   workers, worker, meter, readable)
+        with failure_notes(step=lambda: progress.step):
+            _fit_phase(model, phase, progress, callbacks, strategy, vocab_file, lower_case,
+                       workers, worker, meter, readable)
         if nan_guard.bad_step is not None:
-            raise FloatingPointError(
-                f"loss became {nan_guard.bad_loss} at step {nan_guard.bad_step}; training "
-                f"stopped. The last good checkpoint (step {saver.last_saved}) in "
-                f"{manager.directory} is kept; rerunning resumes from it. Lower --learning_rate "
-                "or raise --num_warmup_steps, or check the input data.")
+            with failure_notes(kept=""):  # (the message says what is kept)
+                raise NonFiniteLoss(
+                    f"loss became {nan_guard.bad_loss} at step {nan_guard.bad_step}; training "
+                    f"stopped. {_kept_checkpoint(saver, manager)} Lower --learning_rate or "
+                    "raise --num_warmup_steps, or check the input data.")
     if progress.step > start_step:
         if saver.last_saved != progress.step and saver.save() is None:
-            raise FloatingPointError(
-                f"the weights hold NaN/Inf after step {progress.step}; the last good checkpoint "
-                f"(step {saver.last_saved}) in {manager.directory} is kept.")
+            with failure_notes(kept=""):
+                raise NonFiniteLoss(f"the weights hold NaN/Inf after step {progress.step}. "
+                                    f"{_kept_checkpoint(saver, manager)}")
     else:
         logger.info("already trained to step %d (num_train_steps %d); nothing to train",
                     start_step, config.num_train_steps)
@@ -603,6 +593,13 @@ def _fit_phase(model: BertPretrainer, phase: _Phase, progress: cb.TrainingProgre
     model.fit(train_ds, epochs=loops, steps_per_epoch=config.steps_per_loop * k,
               validation_data=validation, callbacks=callbacks, shuffle=False,  # the stream's
               verbose=runtime.fit_verbosity(config.verbose))
+
+
+def _kept_checkpoint(saver: cb.CheckpointSaver, manager: tf.train.CheckpointManager) -> str:
+    if saver.last_saved is None:
+        return "No checkpoint was saved yet; rerunning starts again."
+    return (f"The last good checkpoint (step {saver.last_saved}) in {manager.directory} is "
+            "kept; rerunning resumes from it.")
 
 
 def build_pretrainer(bert_config: BertConfig | None, init_checkpoint: str | None

@@ -61,16 +61,22 @@ def results_markdown(output_dir: str) -> str:
              "|---:|---:|---:|---:|---:|"]
     for e in entries:
         lines.append("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |".format(
-            e["step"], e.get(prefix + "masked_lm_accuracy", float("nan")),
-            e.get(prefix + "next_sentence_accuracy", float("nan")),
-            e.get(prefix + "mlm_loss", float("nan")), e.get(prefix + "nsp_loss", float("nan"))))
+            e["step"], *(_number(e, prefix + name) for name in (
+                "masked_lm_accuracy", "next_sentence_accuracy", "mlm_loss", "nsp_loss"))))
     speed = results.get("examples_per_second")
     lines.append("")
     lines.append(f"Final (step {results['global_step']}, {results['metrics_from']}): MLM accuracy "
-                 f"{results['masked_lm_accuracy']:.3f}, NSP accuracy "
-                 f"{results['next_sentence_accuracy']:.3f}, loss {results['loss']:.3f}; "
+                 f"{_number(results, 'masked_lm_accuracy'):.3f}, NSP accuracy "
+                 f"{_number(results, 'next_sentence_accuracy'):.3f}, loss "
+                 f"{_number(results, 'loss'):.3f}; "
                  + (f"{speed:.1f} examples/s." if speed else "throughput not measured."))
     return "\n".join(lines)
+
+
+def _number(values: dict[str, Any], name: str) -> float:
+    """values[name] as a float; NaN where it is missing or null (JSON's NaN, `write_json`)."""
+    value = values.get(name)
+    return float("nan") if value is None else float(value)
 
 
 def plot_history(entries: list[dict[str, float]], path: str) -> bool:
