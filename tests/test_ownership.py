@@ -321,6 +321,20 @@ def test_overwrite_and_own_files_let_the_file_commands_write(tmp_path, inputs):
     assert records.read_bytes() == first  # the same input and seed: the same records
 
 
+def test_globs_leave_out_tfberts_records_and_temp_files(tmp_path):
+    """tf.io.gfile.glob("data/*") matches hidden files; tfbert's readers leave them out, as a
+    shell does, so a folder of shards with their records reads as the shards."""
+    from tfbert.data import records
+
+    (tmp_path / "a.txt").write_text("一句话\n")
+    (tmp_path / ".a.txt.tfbert.json").write_text("{}\n")
+    (tmp_path / ".b.txt.tmp-1234").write_text("half\n")
+    assert records.expand_file_pattern(str(tmp_path / "*")) == [str(tmp_path / "a.txt")]
+    assert list(vocab_builder.read_text_files(str(tmp_path / "*"))) == ["一句话"]
+    assert records.expand_file_pattern(str(tmp_path / ".a*")) == [
+        str(tmp_path / ".a.txt.tfbert.json")]  # named: kept
+
+
 def test_a_resume_keeps_the_init_checkpoint_it_started_from(tmp_path, caplog):
     """A resume given another init_checkpoint trains on from its checkpoint, so the record
     keeps the init the run started from, and a warning says the checkpoint wins."""

@@ -123,8 +123,9 @@ def test_gbk_corpus_is_refused_then_read_with_the_flag(gbk_documents, chinese_vo
     assert (f"30 documents, {s.sentences:,} sentences -> {len(labels):,} instances over 2 "
             f"pass(es)") in s.summary()
     assert f"NotNext share {sum(labels) / len(labels):.2%} ({sum(labels):,} of " in s.summary()
-    assert sorted(outputs(tmp_path)) == sorted(
-        f"{n}_out-{i:05d}-of-00002" for n in ("bom", "gbk", "utf8") for i in range(2))
+    shards = [f"{n}_out-{i:05d}-of-00002" for n in ("bom", "gbk", "utf8") for i in range(2)]
+    assert sorted(outputs(tmp_path)) == sorted(  # each with tfbert's record of it
+        shards + [f".{shard}.tfbert.json" for shard in shards])
 
 
 def next_sentence_labels(pattern: str) -> list[int]:

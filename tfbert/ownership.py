@@ -9,8 +9,9 @@
   existing file in place of the folder, a record that is damaged or not tfbert's.
 * A single output file (a vocab, record shards) is written when it does not exist, or when
   tfbert wrote it and nobody changed it since: a sidecar `.NAME.tfbert.json` beside it holds
-  its size and fingerprint (sha256 of its first and last MiB) and the command that wrote it.
-  `overwrite` (`--overwrite`) replaces any file.
+  its size and fingerprint (sha256 of its first and last MiB) and the command that wrote it
+  (a generated table says so in its header instead). `overwrite` (`--overwrite`) replaces any
+  file.
 * No output path is one of the command's inputs, or lies inside an input that is a folder (a
   checkpoint prefix such as `dir/bert_model.ckpt` counts as its folder `dir`); symlinks are
   resolved first.
@@ -48,7 +49,7 @@ from tfbert.fileio import write_json
 __all__ = ["PRETRAINING", "PRETRAIN_RECORD", "PRETRAIN_RECORD_KEYS", "RUN_JOURNAL",
            "RUN_MANIFEST", "check_not_inputs", "claim_files", "claim_folder", "command_line",
            "config_inputs", "folder_kind", "is_owned_file", "now", "read_json_file",
-           "record_file", "sidecar_path"]
+           "record_file", "sidecar_path", "visible_matches"]
 
 RUN_MANIFEST = "tfbert_run.json"  # a fine-tuning run's manifest (tfbert.training.outputs)
 RUN_JOURNAL = ".tfbert-commit.json"  # a fine-tuning commit in progress
@@ -232,6 +233,16 @@ def claim_files(paths: Iterable[str], inputs: Mapping[str, Any] | None = None,
         raise UserError(f"{path} exists and tfbert did not write it (or it changed since: "
                         f"{record}); pass --overwrite (overwrite=True) to replace it, or choose "
                         f"another {name}")
+
+
+def visible_matches(pattern: str, matched: Iterable[str]) -> list[str]:
+    """`matched` (a glob's matches) without hidden files, as a shell's glob leaves them out:
+    tfbert's records `.NAME.tfbert.json` and the `.NAME.tmp-*` files of a write in progress are
+    no input (`tf.io.gfile.glob("data/*")` matches them). A pattern whose last part starts with
+    "." keeps them."""
+    if os.path.basename(pattern).startswith("."):
+        return list(matched)
+    return [m for m in matched if not os.path.basename(m.rstrip("/")).startswith(".")]
 
 
 def record_file(path: str) -> None:

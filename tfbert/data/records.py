@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from tfbert import ownership
 from tfbert.data.google_records import GOOGLE_FEATURES
 from tfbert.errors import UserError
 
@@ -154,7 +155,8 @@ class ShardedWriter:
 
 
 def expand_file_pattern(file_pattern: str | Sequence[str]) -> list[str]:
-    """Files matching one or more globs ("a*,b*" or a list), sorted within each glob.
+    """Files matching one or more globs ("a*,b*" or a list), sorted within each glob; hidden
+    files (tfbert's `.NAME.tfbert.json` records, temp files) only for a pattern naming them.
 
     Raises:
         FileNotFoundError: a glob that matches no file (named in the message).
@@ -164,7 +166,7 @@ def expand_file_pattern(file_pattern: str | Sequence[str]) -> list[str]:
     for pattern in (p.strip() for p in patterns):
         if not pattern:
             continue
-        matched = sorted(tf.io.gfile.glob(pattern))
+        matched = sorted(ownership.visible_matches(pattern, tf.io.gfile.glob(pattern)))
         if not matched:
             raise FileNotFoundError(f"no file matches {pattern!r}")
         files.extend(m for m in matched if m not in files)

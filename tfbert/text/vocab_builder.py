@@ -265,7 +265,7 @@ def read_text_files(patterns: str | Sequence[str], encoding: str = textfiles.DEF
         patterns = [p for p in patterns.split(",") if p.strip()]
     files: set[str] = set()
     for pattern in (p.strip() for p in patterns):
-        matched = tf.io.gfile.glob(pattern)
+        matched = ownership.visible_matches(pattern, tf.io.gfile.glob(pattern))
         if not matched:
             raise FileNotFoundError(f"no file matches {pattern!r}")
         files.update(matched)
