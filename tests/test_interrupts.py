@@ -67,6 +67,13 @@ def test_full_disk_is_one_line_and_exit_2(capsys, monkeypatch):
         run_cli(_raises(OSError(errno.EIO, "Input/output error")))
 
 
+def test_notes_are_for_runs_that_ended_early():
+    with pytest.raises(UserError) as error:  # a plain mistake: nothing to report as kept
+        with failure_notes(kept="out/ as it was", rerun="start again"):
+            raise UserError("train.tsv:3: 2 fields but the header has 3")
+    assert error_line(error.value) == "train.tsv:3: 2 fields but the header has 3"
+
+
 def test_an_empty_note_silences_the_outer_one():
     with pytest.raises(NonFiniteLoss) as error:
         with failure_notes(kept="outer"), failure_notes(kept=""):

@@ -99,8 +99,9 @@ def is_user_error(error: BaseException) -> bool:
 
 
 def error_line(error: BaseException) -> str:
-    """The line `run_cli` prints for `error` (after the program's name): its message, then the
-    notes `failure_notes` attached.
+    """The line `run_cli` prints for `error` (after the program's name): its message, then, for
+    a run that ended early (Ctrl-C, a full disk, a NaN loss), the notes `failure_notes`
+    attached.
 
     Example:
     >>> error_line(OSError(errno.ENOSPC, "No space left on device", "out/results.json"))
@@ -118,7 +119,8 @@ def error_line(error: BaseException) -> str:
         message = f"{error.filename}: {error.strerror}"
     else:
         message = str(error).strip() or type(error).__name__
-    if notes.get("kept"):
+    ended_early = interrupted or no_space(error) or isinstance(error, NonFiniteLoss)
+    if notes.get("kept") and ended_early:  # (a plain user error changed nothing to report)
         message += f"; kept: {notes['kept']}"
     if notes.get("rerun") and (interrupted or no_space(error)):
         message += f"; rerun the same command to {notes['rerun']}"

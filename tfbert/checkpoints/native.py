@@ -22,6 +22,7 @@ from typing import Any
 from tfbert.checkpoints import hf
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError
 from tfbert.config import BertConfig
+from tfbert.fileio import json_text
 
 METADATA_FILE = "tfbert.json"
 FORMAT_VERSION = 1
@@ -82,7 +83,7 @@ def write_native(checkpoint: Checkpoint, directory: str, model_info: dict[str, A
         raise ValueError(f"metadata keys {clash} are reserved for tfbert.json itself")
     record = {"format_version": FORMAT_VERSION, **model_info, **metadata}
     try:
-        text = json.dumps(record, indent=2, sort_keys=True)
+        text = json_text(record, indent=2, sort_keys=True)
     except TypeError as e:
         raise ValueError(f"metadata is not JSON-serialisable: {e}") from None
     hf.write_hf(checkpoint, directory)

@@ -45,13 +45,12 @@ output_dir/test_predictions.jsonl (label sets) instead of the TSV. --nodo_train 
 
 from __future__ import annotations
 
-import json
-
 from absl import app, flags
 
 from tfbert.cli import common_flags
 from tfbert.data import benchmarks
 from tfbert.data.classification import BUILTIN_TASKS
+from tfbert.fileio import json_text
 from tfbert.tasks.classifier import (
     BEST_METRICS,
     LONG_INPUT,
@@ -131,7 +130,7 @@ def main(argv: list[str]) -> None:
                                             **steps, **common_flags.google_tpu_overrides())
     results = common_flags.run_task(run_classifier, config, "classification",
                                     config.best_metric)
-    print(json.dumps({k: results[k] for k in ("dev", "dev_mismatched", "test") if k in results},
+    print(json_text({k: results[k] for k in ("dev", "dev_mismatched", "test") if k in results},
                      indent=2, ensure_ascii=False))
 
 

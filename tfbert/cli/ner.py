@@ -22,11 +22,10 @@ output_dir/model.
 
 from __future__ import annotations
 
-import json
-
 from absl import app, flags
 
 from tfbert.cli import common_flags
+from tfbert.fileio import json_text
 from tfbert.tasks.ner import BUILTIN_TASKS, NerConfig, run_ner
 
 _D = NerConfig(output_dir="unused", task_name="people_daily")  # defaults of its own flags
@@ -64,7 +63,7 @@ def main(argv: list[str]) -> None:
     config = common_flags.config_from_flags(NerConfig, task_name=task_name, **steps,
                                             **common_flags.google_tpu_overrides())
     results = common_flags.run_task(run_ner, config, "ner", "f1")
-    print(json.dumps({k: {m: results[k][m] for m in ("precision", "recall", "f1")}
+    print(json_text({k: {m: results[k][m] for m in ("precision", "recall", "f1")}
                       for k in ("dev", "test") if k in results}, indent=2))
 
 

@@ -22,11 +22,10 @@ Multi-worker: run the same command on every worker with TF_CONFIG set and
 
 from __future__ import annotations
 
-import json
-
 from absl import app, flags
 
 from tfbert.cli import common_flags
+from tfbert.fileio import json_text
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
 
 common_flags.define_config_flags(PretrainConfig)  # one flag per field, its defaults and help
@@ -54,7 +53,7 @@ def main(argv: list[str]) -> None:
     elif FLAGS.do_eval and not FLAGS.eval_input_file:
         overrides["eval_input_file"] = FLAGS.input_file
     results = run_pretraining(common_flags.config_from_flags(PretrainConfig, **overrides))
-    print(json.dumps(results, indent=2, sort_keys=True))
+    print(json_text(results, indent=2, sort_keys=True))
 
 
 def entry() -> None:

@@ -37,12 +37,12 @@ null_odds.json of the same split in the formats of Google's write_predictions, t
 
 from __future__ import annotations
 
-import json
 import logging
 
 from absl import app, flags
 
 from tfbert.cli import common_flags
+from tfbert.fileio import json_text
 from tfbert.tasks.squad import SquadConfig, run_squad
 
 _D = SquadConfig(output_dir="unused")  # defaults of its own flags
@@ -111,7 +111,7 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     config = common_flags.config_from_flags(SquadConfig, **google_overrides())
     results = common_flags.run_task(run_squad, config, "qa", "f1")
-    print(json.dumps({k: results[k] for k in ("dev", "test") if k in results}, indent=2,
+    print(json_text({k: results[k] for k in ("dev", "test") if k in results}, indent=2,
                      ensure_ascii=False))
 
 

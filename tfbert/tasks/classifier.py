@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -69,6 +68,7 @@ from tfbert.evaluation.classification import (
     multi_label_metrics,
     tune_thresholds,
 )
+from tfbert.fileio import json_text
 from tfbert.models.classifier import MultiLabelCrossentropy, WindowPooledClassifier
 from tfbert.training import finetune as ft
 from tfbert.training.config import field
@@ -578,5 +578,5 @@ def write_multi_label_predictions(path: str, examples: Sequence[data.Classificat
                                 if x >= t]
             row["probabilities"] = {name: round(float(x), 6)
                                     for name, x in zip(labels, p, strict=True)}
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.write(json_text(row, ensure_ascii=False) + "\n")
     logger.info("wrote %s", path)

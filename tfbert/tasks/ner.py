@@ -24,7 +24,6 @@ output_dir:
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -38,6 +37,7 @@ import tfbert
 from tfbert.data import ner as data
 from tfbert.errors import UserError
 from tfbert.evaluation.ner import entity_metrics, entity_spans
+from tfbert.fileio import json_text
 from tfbert.training import finetune as ft
 from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
@@ -247,7 +247,7 @@ def write_predictions(output_dir: str, examples: Sequence[data.NerExample],
     with open(jsonl, "w", encoding="utf-8") as fj, open(conll, "w", encoding="utf-8") as fc:
         for i, (example, tags) in enumerate(zip(examples, predicted, strict=True)):
             offsets, text = example.token_offsets(), example.text
-            fj.write(json.dumps({"index": i, "text": text,
+            fj.write(json_text({"index": i, "text": text,
                                  "entities": entity_spans(tags, offsets, text),
                                  "gold_entities": entity_spans(example.tags, offsets, text)},
                                 ensure_ascii=False) + "\n")

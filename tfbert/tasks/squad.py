@@ -60,7 +60,6 @@ given), windows it, fine-tunes a BertSpanLabeler with the shared runner
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -73,7 +72,7 @@ from tfbert.data.qa_features import QAFeature
 from tfbert.data.squad import QAExample
 from tfbert.errors import UserError
 from tfbert.evaluation.spans import span_candidates
-from tfbert.fileio import atomic_write
+from tfbert.fileio import atomic_write, json_text
 from tfbert.training import finetune as ft
 from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
@@ -352,7 +351,7 @@ def predict_logits(model: Any, features: Sequence[QAFeature], batch_size: int
 
 def _write_json(path: str, payload: Any) -> None:
     with atomic_write(path) as f:  # key order kept: predictions follow the questions
-        f.write(json.dumps(payload, ensure_ascii=False, indent=4) + "\n")  # Google's layout
+        f.write(json_text(payload, ensure_ascii=False, indent=4) + "\n")  # Google's layout
 
 
 def write_predictions(predictions: dict[str, str], nbest: dict[str, list[dict[str, Any]]],
