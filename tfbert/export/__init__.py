@@ -21,7 +21,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from tfbert import checkpoints
+from tfbert import checkpoints, ownership
 from tfbert.errors import UserError
 from tfbert.export.layout import is_tfbert_export, lock_model_folder, model_folder, version_folder
 
@@ -148,7 +148,8 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
                  check: bool = True, dtype: str = "float32",
                  jit_compile: bool | None = None, trim_padding: bool = True,
                  cpu_streams: int | None = None, overwrite: bool = False,
-                 target_cpu: str = "auto") -> dict[str, Any]:
+                 target_cpu: str = "auto", max_request_chars: int | None = None
+                 ) -> dict[str, Any]:
     """Exports a model directory as a TF Serving SavedModel (and optionally TFLite files).
 
     The export writes only what it owns (tfbert/export/layout.py). export_dir named by a number
@@ -197,6 +198,8 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
             signatures are traced under and the jit_compile and cpu_streams left None. The
             record (assets.extra/tfbert_export.json) holds the kind, the form set and the
             values used.
+        max_request_chars: int or None. The most characters of text one serving_default
+            request may hold (ExportSpec.max_request_chars; 0: no limit); None: 1,000,000.
 
     Returns:
         {"export_dir" (the version folder written), "version" (its number), "replaced"
@@ -215,11 +218,15 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     from tfbert.export.target_cpu import export_forms, export_settings
     from tfbert.ops import use_forms
 
+    ownership.check_not_inputs([export_dir, *([tflite_dir] if tflite_dir else [])],
+                               {"model_dir": model_dir}, "export_dir")
     kind, chosen = export_settings(target_cpu, jit_compile, cpu_streams)
     jit_compile, cpu_streams = chosen.jit_compile, chosen.cpu_streams
     model, vocab_file, spec, metadata = load_for_export(model_dir, max_seq_length, pair, dtype)
     spec = dataclasses.replace(spec, jit_compile=jit_compile, trim_padding=trim_padding,
                                cpu_streams=cpu_streams)  # (replace validates them)
+    if max_request_chars is not None:
+        spec = dataclasses.replace(spec, max_request_chars=max_request_chars)
     encoder_config = getattr(model, "encoder", model).config
     check_streams(encoder_config.num_attention_heads, encoder_config.intermediate_size,
                   cpu_streams)
