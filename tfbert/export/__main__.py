@@ -91,6 +91,10 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "serving with one intra-op thread and this many inter-op "
                              "threads (docs/serving.md); 1: the plain graph (default: "
                              "--target_cpu's choice)")
+    parser.add_argument("--max_request_chars", type=int, default=None,
+                        help="the most characters of text one serving_default request may "
+                             "hold; a larger one is refused (docs/serving.md, \"Request "
+                             "size\"); 0: no limit (default: 1000000)")
     return parser
 
 
@@ -104,7 +108,8 @@ def _main(argv: list[str] | None, prog: str) -> int:
         tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
         max_seq_length=args.max_seq_length, pair=args.pair, dtype=args.dtype,
         jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding,
-        cpu_streams=args.cpu_streams, overwrite=args.overwrite, target_cpu=args.target_cpu)
+        cpu_streams=args.cpu_streams, overwrite=args.overwrite, target_cpu=args.target_cpu,
+        max_request_chars=args.max_request_chars)
     out = sys.stdout
     out.write(f"SavedModel: {result['export_dir']} (version {result['version']}"
               f"{', replacing the earlier export' if result['replaced'] else ''}; task "

@@ -34,8 +34,9 @@ Signatures (every output has batch as its first dimension, as TF Serving's row f
 
 Long texts (ExportSpec.long_input "windows", from a model trained that way: tfbert.json
 "long_input"/"doc_stride"): `serving_default` reads every text whole, as overlapping windows
-of T - 2 pieces `doc_stride` apart (tfbert/export/windows.py; pairs: see `_serve_windows`), all
-windows of the batch run as one model batch, and
+of T - 2 pieces `doc_stride` apart (tfbert/export/windows.py; pairs: see `_serve_windows`), the
+batch's windows run through the model ExportSpec.window_batch at a time (memory linear in the
+text; the request's characters are capped by ExportSpec.max_request_chars), and
   classification   the same outputs, from the mean of each text's windows' logits;
   ner              per piece of the whole text instead of per packed position, P = pieces of
                    the batch's longest text (dynamic, >= 0): logits [B, P, C] (each piece's
@@ -74,7 +75,8 @@ The model runs only up to the batch's last attended position, rounded up to a mu
 
 Both signatures check their inputs in the graph before anything else runs (TF Serving passes
 tensors of any shape through to the graph, and answers a failed check with INVALID_ARGUMENT and
-its message): `text` / `text_b` rank 1 and as many of each; input_ids in [0, vocab_size),
+its message): `text` / `text_b` rank 1 (read from the shape fed: `fed_shape`), as many of
+each, at most max_request_chars characters in all; input_ids in [0, vocab_size),
 segment_ids in [0, type_vocab_size), input_mask 0 or 1, all three of shape [B, T]. A message
 names the input and the bad value: "input_ids holds 99999, outside [0, 21128)".
 """
@@ -101,6 +103,10 @@ from tfbert.tasks.registry import EXPORT_HEADS as TASKS
 logger = logging.getLogger(__name__)
 
 ID_INPUTS = ("input_ids", "input_mask", "segment_ids")
+# The default request limit: 1,000,000 characters (about 3 MB of Chinese UTF-8), and the
+# windows per model run; docs/serving.md, "Request size", has what they cost.
+MAX_REQUEST_CHARS = 1_000_000
+WINDOW_BATCH = 64
 _TAG_PREFIXES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
 
 
@@ -155,6 +161,16 @@ class ExportSpec:
             --tensorflow_inter_op_parallelism=S`; in Python, tf.config.threading before the
             first op). S must divide the heads and the intermediate size; S = the cores
             serving one request is the usual choice. 1 (default): the plain graph.
+        max_request_chars: int. The most characters of text (`text` and `text_b`, summed
+            over the batch) one `serving_default` request may hold; a larger one is refused
+            in the graph before it is tokenized ("text holds 1000001 characters in all, over
+            the limit of this model (max_request_chars 1000000) ..."). A request's memory grows
+            linearly with its text (docs/serving.md, "Request size"), so this bounds what one
+            request can take. 0: no limit.
+        window_batch: int. Windows the model reads per run in the windowed text path
+            (long_input "windows", QA with doc_stride): a long text's windows run in
+            chunks of this many, one chunk at a time, so the model's activations stay those
+            of one chunk whatever the text's length.
     """
 
     task: str
@@ -176,6 +192,8 @@ class ExportSpec:
     jit_compile: bool = False
     trim_padding: bool = True
     cpu_streams: int = 1
+    max_request_chars: int = MAX_REQUEST_CHARS
+    window_batch: int = WINDOW_BATCH
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -184,6 +202,11 @@ class ExportSpec:
                 or self.cpu_streams < 1):
             raise UserError(f"saved_model.py: cpu_streams must be a positive int, "
                             f"got {self.cpu_streams!r}")
+        for name, least in (("max_request_chars", 0), ("window_batch", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise UserError(f"saved_model.py: {name} must be an int >= {least}, "
+                                f"got {value!r}")
         if self.seq_length < 3 or (self.task == "qa" and self.seq_length < 4):
             raise UserError(f"saved_model.py: max_seq_length {self.seq_length} is too short "
                             f"for task {self.task!r}")
@@ -318,7 +341,8 @@ class BertServingModule(tf.Module):
     def _serve_text(self, text: tf.Tensor, text_b: tf.Tensor | None = None
                     ) -> dict[str, tf.Tensor]:
         strings = {"text": text} if text_b is None else {"text": text, "text_b": text_b}
-        strings = enforce(strings, text_input_checks(text_b is not None))
+        strings = enforce(strings, text_input_checks(text_b is not None,
+                                                     self._spec.max_request_chars))
         text, text_b = strings["text"], strings.get("text_b")
         text = _valid_utf8(text)
         text_b = None if text_b is None else _valid_utf8(text_b)
@@ -326,7 +350,8 @@ class BertServingModule(tf.Module):
             return self._serve_windows(text, text_b)
         inputs, chars = self._preprocess(text, text_b)
         chars.update({"text": text, "text_b": text if text_b is None else text_b})
-        return self._decode(inputs, self._run_model(inputs), chars=chars)
+        run = self._run_windows if "window_row" in chars else self._run_model
+        return self._decode(inputs, run(inputs), chars=chars)
 
     def _serve_windows(self, text: tf.Tensor, text_b: tf.Tensor | None
                        ) -> dict[str, tf.Tensor]:
@@ -335,9 +360,9 @@ class BertServingModule(tf.Module):
         Single texts: windows of T - 2 pieces, each packed `[CLS] w [SEP]`. Pairs: when
         len(a) + len(b) <= T - 3 one window, packed as usual; else a' = the first
         max(T - 3 - len(b), (T - 3) // 2) pieces of a, and windows of T - 3 - len(a') pieces over
-        b, each packed `[CLS] a' [SEP] w [SEP]`. The windows of the whole batch run as one
-        batch W; classification averages each text's windows' logits, NER reads each piece
-        from the window where it has the most context.
+        b, each packed `[CLS] a' [SEP] w [SEP]`. The windows of the whole batch W run in chunks
+        of window_batch (`_run_windows`); classification averages each text's windows' logits,
+        NER reads each piece from the window where it has the most context.
         """
         spec, t = self._spec, self._spec.seq_length
         stride = spec.window_stride
@@ -357,7 +382,7 @@ class BertServingModule(tf.Module):
             row, start, length = windows.window_spans(lb, t - 3 - keep_a, stride)
             win_a = tf.gather(_ragged_head(ids_a, keep_a), row)  # [W, (a')]
             inputs = self._objects.packer((win_a, windows.take(ids_b, row, start, length)))
-        outputs = self._run_model(inputs)
+        outputs = self._run_windows(inputs)
         num_rows = tf.shape(text)[0]
         if spec.task == "classification":
             logits = tf.math.unsorted_segment_mean(outputs["logits"], row, num_rows)  # [B, C]
@@ -375,6 +400,32 @@ class BertServingModule(tf.Module):
         return self._ner_outputs(logits, pieces, words=True)
 
     # --- pieces ----------------------------------------------------------------------------------
+
+    def _run_windows(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """`_run_model` over packed windows [W, T] in chunks of at most spec.window_batch, one
+        chunk at a time (a while loop, parallel_iterations 1): the model's activations are one
+        chunk's whatever W is; the outputs ([W, C] or [W, T(, C)]) are concatenated."""
+        spec = self._spec
+        size = spec.window_batch
+        t, c = spec.seq_length, len(spec.labels or [])
+        shapes = {"classification": {"logits": [None, c]}, "ner": {"logits": [None, t, c]},
+                  "qa": {"start_logits": [None, t], "end_logits": [None, t]}}[spec.task]
+        count = tf.shape(inputs["input_ids"])[0]  # W
+        chunks = (count + size - 1) // size
+
+        def body(i: tf.Tensor, arrays: dict[str, tf.TensorArray]):
+            part = {name: x[i * size:(i + 1) * size] for name, x in inputs.items()}
+            outputs = self._run_model(part)
+            return i + 1, {k: arrays[k].write(i + 1, outputs[k]) for k in arrays}
+
+        # Element 0 is empty, so an empty batch (no chunk) concatenates too.
+        arrays = {k: tf.TensorArray(tf.float32, size=chunks + 1, infer_shape=False,
+                                    element_shape=tf.TensorShape(shape)).write(
+                                        0, tf.zeros([0, *shape[1:]]))
+                  for k, shape in shapes.items()}
+        _, arrays = tf.while_loop(lambda i, _: i < chunks, body, (tf.constant(0), arrays),
+                                  parallel_iterations=1)
+        return {k: array.concat() for k, array in arrays.items()}  # [W, ...]
 
     def _run_model(self, inputs: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         t = self._spec.seq_length
@@ -434,7 +485,8 @@ class BertServingModule(tf.Module):
                 piece = tf.range(spec.seq_length)[tf.newaxis, :] - offset[:, None]  # [W, T]
                 inside = (piece >= 0) & (piece < length[:, None])
                 piece = tf.clip_by_value(start[:, None] + piece, 0, tf.shape(owner)[1] - 1)
-                owners = tf.gather(tf.gather(owner, row), piece, batch_dims=1)  # [W, T]
+                owner_row = tf.broadcast_to(row[:, None], tf.shape(piece))  # [W, T]
+                owners = tf.gather_nd(owner, tf.stack([owner_row, piece], -1))  # [W, T]
                 window = tf.range(tf.size(row))[:, tf.newaxis]  # [W, 1]
                 chars.update({"window_row": row, "max_context": inside & (owners == window)})
                 return packed, chars
@@ -685,21 +737,27 @@ Check = tuple[tf.Tensor, str, list[tf.Tensor]]
 Stage = Callable[[dict[str, tf.Tensor]], list[Check]]
 
 
-def id_input_checks(seq_length: int, ranges: dict[str, int]) -> list[Stage]:
+def id_input_checks(seq_length: int, ranges: dict[str, int], fed_shapes: bool = True
+                    ) -> list[Stage]:
     """serve_ids' contract in two stages: shapes [B, T] alike, then values in range.
 
     Args:
         seq_length: int. T.
         ranges: {name: n}: the input's values must lie in [0, n) (vocab_size,
             type_vocab_size, 2 for the mask).
+        fed_shapes: bool. Read each input's shape with `fed_shape` (SavedModel signatures);
+            False reads tf.shape (TFLite, which has no SerializeTensor and checks input ranks
+            when it prepares the model).
 
     The stages take {"input_ids", "input_mask", "segment_ids": int32 tensors of any shape}.
     """
+    shape_of = fed_shape if fed_shapes else tf.shape
+
     def shapes(inputs: dict[str, tf.Tensor]) -> list[Check]:
         checks = []
         for name in ID_INPUTS:
-            shape = tf.shape(inputs[name])
-            holds = tf.equal(_rank(inputs[name]), 2) & tf.reduce_all(
+            shape = shape_of(inputs[name])
+            holds = tf.equal(tf.size(shape), 2) & tf.reduce_all(
                 tf.equal(shape[1:], seq_length))  # (shape[1:] is empty below rank 2)
             checks.append((holds, f"{name} has shape {{}}, expected [B, {seq_length}]", [shape]))
         sizes = [tf.size(inputs[name]) for name in ID_INPUTS]
@@ -729,24 +787,44 @@ def id_ranges(model: Any, spec: ExportSpec) -> dict[str, int]:
             "input_mask": 2}
 
 
-def text_input_checks(has_text_b: bool) -> list[Stage]:
-    """serving_default's contract: `text` (and `text_b`) rank 1, as many of each."""
+def text_input_checks(has_text_b: bool, max_chars: int = 0) -> list[Stage]:
+    """serving_default's contract: `text` (and `text_b`) rank 1, as many of each, and at most
+    `max_chars` characters in all (ExportSpec.max_request_chars; 0: no limit)."""
     def ranks(strings: dict[str, tf.Tensor]) -> list[Check]:
-        return [(tf.equal(_rank(x), 1), f"{name} has shape {{}}, expected [B] (one string per "
-                 "example)", [tf.shape(x)]) for name, x in strings.items()]
+        checks = []
+        for name, x in strings.items():
+            shape = fed_shape(x)
+            checks.append((tf.equal(tf.size(shape), 1), f"{name} has shape {{}}, expected [B] "
+                           "(one string per example)", [shape]))
+        return checks
 
     def counts(strings: dict[str, tf.Tensor]) -> list[Check]:
         a, b = tf.size(strings["text"]), tf.size(strings["text_b"])
         return [(tf.equal(a, b), "text has {} strings and text_b {}: text and text_b must "
                  "have the same number of strings", [a, b])]
 
-    return [ranks, counts] if has_text_b else [ranks]
+    def size(strings: dict[str, tf.Tensor]) -> list[Check]:
+        total = tf.add_n([tf.reduce_sum(tf.cast(tf.strings.length(x, unit="UTF8_CHAR"),
+                                                tf.int64)) for x in strings.values()])
+        names = " and ".join(strings)
+        return [(total <= max_chars, f"{names} hold{'' if has_text_b else 's'} {{}} characters "
+                 f"in all, over the limit of this model (max_request_chars {max_chars}): send "
+                 "fewer or shorter texts per request", [total])]
+
+    stages = [ranks, counts] if has_text_b else [ranks]
+    return stages + [size] if max_chars else stages
 
 
-def _rank(x: tf.Tensor) -> tf.Tensor:
-    """The rank of the tensor fed, in the graph (tf.rank would read the signature's static rank,
-    which TF Serving does not enforce: it feeds tensors of any shape)."""
-    return tf.raw_ops.Rank(input=x)
+def fed_shape(x: tf.Tensor) -> tf.Tensor:
+    """The shape of the tensor fed, int32 [rank], as only the run knows it.
+
+    TF Serving feeds a signature tensors of any shape, and so does a loaded SavedModel's
+    signature called from Python; but Grappler folds tf.rank (and the length of tf.shape) of an
+    input to the signature's static rank, so a rank check on them always holds. The shape's
+    round trip through SerializeTensor and ParseTensor (core ops, in every TF Serving release)
+    gives a vector whose length Grappler cannot know.
+    """
+    return tf.io.parse_tensor(tf.io.serialize_tensor(tf.shape(x)), tf.int32)
 
 
 def enforce(tensors: dict[str, tf.Tensor], stages: list[Stage]) -> dict[str, tf.Tensor]:
@@ -841,14 +919,25 @@ def _chunk_starts(prefix: tf.Tensor, kind: tf.Tensor) -> tf.Tensor:
 
 
 def _substr(text: tf.Tensor, start: tf.Tensor, end: tf.Tensor) -> tf.Tensor:
-    """text[b][start[b, ...]:end[b, ...]] in Unicode characters; "" where start < 0."""
-    ok = start >= 0
+    """text[b][start[b, ...]:end[b, ...]] in Unicode characters; "" where start < 0.
+
+    The texts (valid UTF-8) are decoded to code points once and each substring encoded from
+    its own: time and memory grow with the texts and the substrings (tf.strings.substr over
+    the text broadcast to start's shape copies the whole text for every substring).
+    """
+    chars = tf.strings.unicode_decode(text, "UTF-8")  # [B, (N)] code points
     shape = tf.shape(start)
     rank = start.shape.rank
-    full = tf.reshape(text, tf.concat([[-1], tf.ones([rank - 1], tf.int32)], 0))
-    full = tf.broadcast_to(full, shape)
-    return tf.strings.substr(full, tf.where(ok, start, 0), tf.where(ok, end - start, 0),
-                             unit="UTF8_CHAR")
+    row = tf.reshape(tf.range(tf.shape(text)[0]), tf.concat([[-1], tf.ones([rank - 1],
+                                                                             tf.int32)], 0))
+    row = tf.reshape(tf.broadcast_to(row, shape), [-1])  # [K]: the text of each substring
+    size = tf.cast(tf.gather(chars.row_lengths(), row), tf.int32)
+    first = tf.clip_by_value(tf.reshape(start, [-1]), 0, size)
+    last = tf.where(tf.reshape(start, [-1]) >= 0,
+                    tf.clip_by_value(tf.reshape(end, [-1]), first, size), first)
+    offset = tf.cast(tf.gather(chars.row_starts(), row), tf.int32)
+    points = tf.gather(chars.flat_values, tf.ragged.range(offset + first, offset + last))
+    return tf.reshape(tf.strings.unicode_encode(points, "UTF-8"), shape)
 
 
 # --- export ----------------------------------------------------------------------------------

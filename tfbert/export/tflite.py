@@ -29,7 +29,9 @@ saved_model.py's serve_ids, -1 elsewhere; float32 and float16 only, int8 is a Us
 sequence_output [B, T, H]; the text model also returns the packed input_ids [B, T].
 Long texts: the ids model takes one window per row (tfbert/export/window_inputs.py makes
 them and merges the outputs); the text model packs the first window only (the SavedModel's
-text signature reads them all).
+text signature reads them all). TFLite has no window path, so no request length limit either
+(ExportSpec.max_request_chars is the SavedModel's): the text model's memory grows linearly with
+the longest text's bytes.
 
 The text model's tokenizer and packer are in `tflite_text.py` (what differs from the reference
 tokenizer, and how); `tflite_eval.py` measures .tflite files (accuracy, agreement with the
@@ -133,7 +135,8 @@ def _ids_module(model: Any, spec: ExportSpec, vocab: Sequence[str] = ()) -> tf.M
     @tf.function(input_signature=specs)
     def serve(input_ids, input_mask, segment_ids):
         inputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
-        stages = id_input_checks(spec.seq_length, ranges)  # (TFLite has no Assert: all at once)
+        # (TFLite has no Assert: all at once)
+        stages = id_input_checks(spec.seq_length, ranges, fed_shapes=False)
         holds = tf.reduce_all(tf.stack([check[0] for stage in stages for check in stage(inputs)]))
         return _raw_outputs(model, spec, {k: _fail_unless(holds, v) for k, v in inputs.items()},
                             continuation)

@@ -85,6 +85,10 @@ def max_context(row: tf.Tensor, start: tf.Tensor, length: tf.Tensor, lengths: tf
     (computed exactly, as integers scaled by 100); the highest wins, ties to the earlier
     window: tfbert.data.windows.is_max_context.
 
+    Scores are computed only for the (window, piece) pairs where the window holds the piece,
+    sum(length) of them (each piece lies in at most ceil(body / stride) windows), so time and
+    memory grow linearly with the text, not with windows x pieces.
+
     Args:
         row, start, length: int [W], from `window_spans`.
         lengths: int [B]. Pieces in each row.
@@ -98,19 +102,20 @@ def max_context(row: tf.Tensor, start: tf.Tensor, length: tf.Tensor, lengths: tf
     >>> max_context(*window_spans(lengths, 4, 2), lengths).numpy().tolist()
     [[0, 0, 0, 1, 1, 2, 2, 3, 3, 3]]
     """
-    lengths = tf.cast(lengths, tf.int32)
-    num_rows = tf.size(lengths)
-    width = tf.reduce_max(tf.concat([lengths, [0]], 0))
-    p = tf.range(width, dtype=tf.int64)[tf.newaxis, :]  # [1, P]
-    s = tf.cast(start, tf.int64)[:, tf.newaxis]  # [W, 1]
-    n = tf.cast(length, tf.int64)[:, tf.newaxis]
-    e = s + n - 1
-    covered = (p >= s) & (p <= e)  # [W, P]
-    score = tf.where(covered, 100 * tf.minimum(p - s, e - p) + n, -1)  # [W, P]
-    best = tf.math.unsorted_segment_max(score, row, num_rows)  # [B, P]
-    windows = tf.range(tf.size(row), dtype=tf.int64)[:, tf.newaxis]  # [W, 1]
-    big = tf.cast(tf.size(row), tf.int64)
-    winner = tf.where(covered & (score == tf.gather(best, row)), windows, big)  # [W, P]
-    first = tf.math.unsorted_segment_min(winner, row, num_rows)  # [B, P]
-    on_row = p < tf.cast(lengths, tf.int64)[:, tf.newaxis]
-    return tf.cast(tf.where(on_row & (first < big), first, -1), tf.int32)
+    lengths = tf.cast(lengths, tf.int64)
+    row, start, length = (tf.cast(x, tf.int64) for x in (row, start, length))
+    row_first = tf.cumsum(lengths, exclusive=True)  # [B]: the row's first piece, all rows flat
+    num_pieces = tf.reduce_sum(lengths)
+    pairs = tf.ragged.range(start, start + length)  # [W, (length)]: the pieces of each window
+    window = pairs.value_rowids()  # [M]: (window, piece) pairs, M = sum(length)
+    p = pairs.flat_values  # [M]
+    s, n = tf.gather(start, window), tf.gather(length, window)
+    score = 100 * tf.minimum(p - s, s + n - 1 - p) + n  # [M]
+    piece = tf.gather(row_first, tf.gather(row, window)) + p  # [M]: index into all pieces
+    best = tf.math.unsorted_segment_max(score, piece, num_pieces)  # [N]
+    none = tf.cast(tf.size(row), tf.int64)
+    winner = tf.where(tf.equal(score, tf.gather(best, piece)), window, none)  # [M]
+    first = tf.math.unsorted_segment_min(winner, piece, num_pieces)  # [N], int64 max if none
+    first = tf.where(first < none, first, -1)
+    return tf.cast(tf.RaggedTensor.from_row_lengths(first, lengths, validate=False)
+                   .to_tensor(default_value=-1), tf.int32)  # [B, P]
