@@ -7,6 +7,7 @@ fails the same way: shape mismatches, missing variables and unused variables are
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from typing import Any
 
@@ -23,6 +24,19 @@ _MAX_LISTED = 25
 
 class CheckpointError(UserError):
     """A checkpoint that cannot be loaded as asked; the message names the file and variables."""
+
+
+def read_config_object(config_file: str) -> dict[str, Any]:
+    """A checkpoint's JSON config file (config.json, bert_config.json) as a dict; a file that is
+    not a JSON object is a CheckpointError naming it."""
+    with open(config_file, encoding="utf-8") as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise CheckpointError(f"{config_file}: not valid JSON ({e})") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{config_file}: expected a JSON object")
+    return values
 
 
 def format_names(items: list[str]) -> str:

@@ -21,7 +21,12 @@ from typing import Any
 import numpy as np
 
 from tfbert.checkpoints import heads, names
-from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, as_float32
+from tfbert.checkpoints.canonical import (
+    Checkpoint,
+    CheckpointError,
+    as_float32,
+    read_config_object,
+)
 from tfbert.config import BertConfig
 
 logger = logging.getLogger(__name__)
@@ -89,15 +94,7 @@ def _guess_lower_case(path: str, vocab_file: str | None) -> bool:
 
 def read_values(path: str) -> dict[str, Any]:
     """bert_config.json of a directory as a dict."""
-    config_file = os.path.join(path, CONFIG_FILE)
-    with open(config_file, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise CheckpointError(f"{config_file}: not valid JSON ({e})") from None
-    if not isinstance(values, dict):
-        raise CheckpointError(f"{config_file}: expected a JSON object")
-    return values
+    return read_config_object(os.path.join(path, CONFIG_FILE))
 
 
 def read_config(path: str, vocab_file: str | None = None) -> BertConfig:

@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 
 from tfbert.checkpoints import heads, names
-from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, as_float32
+from tfbert.checkpoints.canonical import (
+    Checkpoint,
+    CheckpointError,
+    as_float32,
+    read_config_object,
+)
 from tfbert.config import BertConfig
 from tfbert.fileio import atomic_write
 
@@ -125,15 +130,7 @@ def read_lower_case(path: str, values: dict[str, Any]) -> bool | None:
 
 def read_values(path: str) -> dict[str, Any]:
     """config.json of a HF directory as a dict."""
-    config_file = os.path.join(path, CONFIG_FILE)
-    with open(config_file, encoding="utf-8") as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise CheckpointError(f"{config_file}: not valid JSON ({e})") from None
-    if not isinstance(values, dict):
-        raise CheckpointError(f"{config_file}: expected a JSON object")
-    return values
+    return read_config_object(os.path.join(path, CONFIG_FILE))
 
 
 def read_config(path: str) -> BertConfig:
