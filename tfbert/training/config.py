@@ -21,7 +21,7 @@ from typing import ClassVar
 from tfbert.errors import UserError
 from tfbert.fields import check_fields, field, field_bounds, field_help, field_option
 from tfbert.training.distribute import STRATEGIES
-from tfbert.training.optimization import OPTIMIZERS
+from tfbert.training.optimization import OPTIMIZER_HELP, OPTIMIZERS
 from tfbert.training.runtime import PRECISION_CHOICES
 
 # The field helpers are tfbert.fields'; the configs import them from here too.
@@ -69,9 +69,7 @@ class RunConfig:
     learning_rate: float = field(
         5e-5, "Peak learning rate (linear warmup, then linear decay to 0); BERT's default.",
         greater_than=0)
-    optimizer: str = field(
-        "adamw", "AdamW or LAMB, with weight decay excluding LayerNorm and biases, epsilon "
-        "1e-6, clip norm 1.0 (LAMB for very large batches).", choices=list(OPTIMIZERS))
+    optimizer: str = field("adamw", OPTIMIZER_HELP + ".", choices=list(OPTIMIZERS))
     weight_decay: float = field(0.01, "Weight decay rate (BERT's 0.01).", lower_bound=0)
     gradient_accumulation_steps: int = field(
         1, "Micro-batches per optimizer step (each train_batch_size / this): a large batch "

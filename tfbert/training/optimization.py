@@ -1,11 +1,21 @@
-"""BERT's optimizers: AdamW or LAMB, linear warmup then linear decay, global-norm clipping.
+"""BERT's optimizers: AdamW, LAMB or google-research/bert's own, warmup then linear decay,
+global-norm clipping.
 
 The recipe of Devlin et al. (2018): weight decay 0.01 on every weight except LayerNorm
 parameters and biases, epsilon 1e-6, gradients clipped to a global norm of 1.0, and a learning
 rate that rises linearly from 0 over `num_warmup_steps` and falls linearly to 0 at
-`num_train_steps`.
+`num_train_steps`. Each name of `create_optimizer` is one update and one schedule:
 
-Three things differ from the Keras optimizers as they come, each deliberately:
+- "adamw": `AdamW`, Adam with bias correction and decoupled weight decay (what transformers,
+  tensorflow/models and keras-hub use), schedule `WarmupLinearDecay` (after warmup
+  peak * (total - s) / (total - warmup)).
+- "lamb": `Lamb`, the reference LAMB, with the same schedule.
+- "adamw_google": `AdamWeightDecay`, google-research/bert's `AdamWeightDecayOptimizer` (no bias
+  correction, the decay inside the update), schedule `WarmupPolynomialDecay` (after warmup
+  peak * (1 - s / total)), and its clip: the global norm as `tf.clip_by_global_norm` computes
+  it on google-research/bert's gradients. Under it a run follows google-research/bert's.
+
+Four things differ from the Keras optimizers as they come, each deliberately:
 
 - Under `tf.distribute` Keras clips each replica's gradients before summing them, so the clip
   sees a per-replica norm. Here gradients are summed across replicas first and the clip sees the
@@ -20,6 +30,11 @@ Three things differ from the Keras optimizers as they come, each deliberately:
   algorithm (You et al., 2019, Algorithm 2; NVIDIA's and TF-Addons' LAMB used for BERT): the
   decay term joins the update before the layer-wise trust ratio, and excluded variables
   (LayerNorm, biases) get neither decay nor layer adaptation.
+- Keras's (and TensorFlow's) global norm counts each row of a sparse gradient (an
+  `IndexedSlices`, e.g. the token-type table's: one row per position over 2 ids) separately, so
+  rows that hit the same id are not summed first. "adamw" and "lamb" make sparse gradients dense
+  before the clip (`dense_gradients`; Adam's and LAMB's updates make them dense anyway), so they
+  clip by the true global norm.
 
 These optimizers run under Keras's TensorFlow backend (they use tf.distribute). They use Keras's
 and TensorFlow's public APIs, but for two uses isolated in one function each, where there is
@@ -38,7 +53,16 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-OPTIMIZERS = ("adamw", "lamb")
+OPTIMIZERS = ("adamw", "lamb", "adamw_google")
+# What each name runs, for --help and the docs.
+OPTIMIZER_HELP = (
+    "adamw: Adam with bias correction and decoupled weight decay (as transformers, "
+    "tensorflow/models and keras-hub), lr after warmup peak * (total - s) / (total - warmup); "
+    "lamb: LAMB (very large batches), the same schedule; adamw_google: google-research/bert's "
+    "AdamWeightDecayOptimizer (no bias correction, decay inside the update), lr after warmup "
+    "peak * (1 - s / total), its clip; all: linear warmup peak * s / warmup, weight decay except "
+    "LayerNorm and biases, epsilon 1e-6, gradients clipped to global norm 1.0 (adamw, lamb: "
+    "the true norm; adamw_google: the norm google-research/bert computes)")
 
 # Variables that get no weight decay (and, for LAMB, no layer adaptation): LayerNorm parameters
 # and biases, matched on the variable's path (e.g. ".../attention_output_layer_norm/gamma") as in
@@ -101,6 +125,78 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "num_warmup_steps": self.num_warmup_steps}
 
 
+@keras.saving.register_keras_serializable(package="tfbert")
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """google-research/bert's schedule: linear decay to 0 over all `num_train_steps`, wrapped by
+    linear warmup (its `create_optimizer`: `polynomial_decay` with power 1.0, then warmup).
+
+    lr(s) = peak * (s / warmup) for s < warmup, else peak * (1 - min(s, total) / total); `s` is
+    the optimizer's update count (`optimizer.iterations`), the step being taken. After warmup
+    this is (total - warmup) / total of `WarmupLinearDecay`'s rate; tensorflow/models'
+    `PolynomialWarmUp` is the same form.
+
+    Args:
+        peak_learning_rate: float. The rate warmup rises to (google-research/bert's init_lr).
+        num_train_steps: int. Optimizer updates after which the rate is 0.
+        num_warmup_steps: int. Updates of linear warmup (0 for none).
+
+    Example:
+    >>> schedule = WarmupPolynomialDecay(1e-3, num_train_steps=100, num_warmup_steps=10)
+    >>> [round(float(schedule(s)), 6) for s in (5, 10, 55)]
+    [0.0005, 0.0009, 0.00045]
+    """
+
+    def __init__(self, peak_learning_rate: float, num_train_steps: int,
+                 num_warmup_steps: int = 0) -> None:
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        if not 0 <= num_warmup_steps <= num_train_steps:
+            raise ValueError(f"num_warmup_steps {num_warmup_steps} must be in "
+                             f"[0, num_train_steps={num_train_steps}]")
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+
+    def __call__(self, step):
+        # The operations of google-research/bert's graph, in its order and in float32.
+        step = ops.cast(step, "float32")
+        peak = ops.cast(self.peak_learning_rate, "float32")
+        total = float(self.num_train_steps)
+        decay = peak * (1.0 - ops.minimum(step, total) / total)
+        if not self.num_warmup_steps:
+            return decay
+        warmup = float(self.num_warmup_steps)
+        warm = peak * (step / warmup)
+        return ops.where(step < warmup, warm, decay)
+
+    def get_config(self) -> dict[str, Any]:
+        return {"peak_learning_rate": self.peak_learning_rate,
+                "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps}
+
+
+def dense_gradients(grads: Sequence[Any]) -> list[Any]:
+    """`grads` with each `tf.IndexedSlices` made a dense tensor (rows of the same index
+    summed), so a global norm over them is the true one; None and dense tensors pass through.
+
+    Keras's and TensorFlow's global norms count an IndexedSlices' rows one by one: the
+    token-type table's gradient (one row per position over 2 ids) reads smaller than it is.
+    """
+    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+
+
+def row_squares(grads: Sequence[Any]) -> Any:
+    """The sum of squares over `grads` as `tf.clip_by_global_norm` counts it: each row of an
+    IndexedSlices on its own (float32)."""
+    total = tf.constant(0.0)
+    for g in grads:
+        if g is None:
+            continue
+        values = g.values if isinstance(g, tf.IndexedSlices) else g
+        total += 2.0 * tf.cast(tf.nn.l2_loss(values), "float32")  # as tf.linalg.global_norm
+    return total
+
+
 def all_reduce_gradients(grads: Sequence[Any]) -> list[Any]:
     """Sums `grads` over the replicas of the current tf.distribute strategy (None kept as None).
 
@@ -126,9 +222,16 @@ class _BertOptimizer:
     to accumulators and, on every k-th call, applies their mean with the wrapped Keras
     optimizer (clipping, weight decay, update) and resets them. `iterations` counts updates.
     Set `reduce_gradients = False` when an outer optimizer already summed the gradients.
+
+    What Keras's apply gets is `_clip(grads, variables)`: here the gradients made dense, so
+    Keras's `global_clipnorm` clips by the true norm. A subclass that clips itself and counts
+    sparse rows one by one (`AdamWeightDecay`) sets `counts_sparse_rows`: with accumulation the
+    sum of those rows' squares is then accumulated too (`_row_squares`), so k micro-batches
+    clip as one batch of k*b would.
     """
 
     reduce_gradients = True
+    counts_sparse_rows = False
 
     def _init_accumulation(self, accumulation_steps: int) -> None:
         if accumulation_steps < 1:
@@ -146,6 +249,10 @@ class _BertOptimizer:
                 name="micro_steps")
             self._accumulators = [self.add_variable_from_reference(v, name="accumulator")
                                   for v in var_list]
+            if self.counts_sparse_rows:
+                self._row_square_sum = self.add_variable(
+                    (), initializer="zeros", dtype="float32",
+                    aggregation="only_first_replica", name="row_square_sum")
             # id of each model variable -> its accumulator's index. Read-only: a plain dict
             # attribute would become a node of the checkpoint's object graph.
             self._accumulator_index = types.MappingProxyType(
@@ -154,15 +261,19 @@ class _BertOptimizer:
     def apply(self, grads, trainable_variables=None):
         if self.reduce_gradients:
             grads = all_reduce_gradients(grads)
+        grads = list(grads)
         if self.accumulation_steps == 1:
-            return super().apply(grads, trainable_variables)
+            if trainable_variables is not None:
+                trainable_variables = list(trainable_variables)
+                if not self.built:
+                    self.build(trainable_variables)
+            return super().apply(self._clip(grads, trainable_variables), trainable_variables)
         if trainable_variables is None:
             raise ValueError("with accumulation_steps > 1, apply() needs trainable_variables "
                              "(Keras's fit passes them)")
         variables = list(trainable_variables)
         if not self.built:
             self.build(variables)
-        grads = list(grads)
         if not _merge_call_needed():
             return self._accumulate_or_update(tf.distribute.get_strategy(), grads, variables)
         return tf.distribute.get_replica_context().merge_call(
@@ -181,12 +292,26 @@ class _BertOptimizer:
             for acc, g in zip(accumulators, grads, strict=True):
                 if g is not None:
                     strategy.extended.update(acc.value, add, args=(g,), group=False)
+            rows = [g for g, c in zip(grads, self._rows_counted(grads, variables), strict=True)
+                    if c]
+            if rows:
+                strategy.extended.update(
+                    self._row_square_sum.value, lambda a, *r: a.assign_add(row_squares(r)),
+                    args=tuple(rows), group=False)
             return tf.constant(0)
 
         def mean_and_apply(grads, variables):
             k = float(self.accumulation_steps)
             mean = [None if g is None else (tf.convert_to_tensor(g) + acc.value) / k
                     for g, acc in zip(grads, accumulators, strict=True)]
+            counted = self._rows_counted(grads, variables)
+            if any(counted):
+                # The big batch's rows are the k micro-batches' rows, each / k.
+                rows = row_squares([g for g, c in zip(grads, counted, strict=True) if c])
+                rows = (self._row_square_sum + rows) / (k * k)
+                mean = self._clip(mean, variables, counted=counted, counted_squares=rows)
+            else:
+                mean = self._clip(mean, variables)
             super(_BertOptimizer, self).apply(mean, variables)
 
         def update():
@@ -194,7 +319,8 @@ class _BertOptimizer:
                 strategy.extended.call_for_each_replica(mean_and_apply, args=(grads, variables))
             else:
                 mean_and_apply(grads, variables)
-            for acc in accumulators:
+            for acc in [*accumulators, *([self._row_square_sum]
+                                         if self.counts_sparse_rows else [])]:
                 strategy.extended.update(acc.value, lambda a: a.assign(tf.zeros_like(a)),
                                          group=False)
             return tf.constant(0)
@@ -203,6 +329,17 @@ class _BertOptimizer:
         tf.cond(is_update, update, accumulate)
         strategy.extended.update(self._micro_steps.value, lambda a: a.assign_add(1),
                                  group=False)
+
+    def _clip(self, grads, variables, counted=None, counted_squares=None):
+        """The gradients Keras's apply gets: here made dense (`dense_gradients`), so Keras's
+        `global_clipnorm` clips by the true global norm. `counted` (which gradients the norm
+        counts row by row, their dense mean given) and `counted_squares` (those rows' sum of
+        squares) serve subclasses with `counts_sparse_rows`."""
+        return dense_gradients(grads)
+
+    def _rows_counted(self, grads, variables) -> list[bool]:
+        """Which of `grads` the clip's norm counts row by row: none here (the true norm)."""
+        return [False] * len(grads)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         return list(grads_and_vars)  # already summed in apply()
@@ -292,6 +429,129 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
                    and not isinstance(s, tf.distribute.DistributedValues) for s in slots):
             return None  # e.g. MirroredVariable: Keras's per-replica update handles those
         return tuple(s.handle for s in slots)
+
+
+@keras.saving.register_keras_serializable(package="tfbert")
+class AdamWeightDecay(_BertOptimizer, keras.optimizers.Optimizer):
+    """google-research/bert's `AdamWeightDecayOptimizer` with its global-norm clip.
+
+    Clip: all gradients times clip_norm / max(norm, clip_norm), the norm as
+    `tf.clip_by_global_norm` computes it on google-research/bert's gradients: a sparse
+    gradient's rows each on its own (its word table, looked up by `tf.gather`), but the tables it
+    looks up by a one-hot matmul (its token types: `one_hot_lookups`) have dense gradients there,
+    so their rows are summed first. Then for each variable w with gradient g at any step:
+    m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+    w -= lr * (m / (sqrt(v) + eps) + decay * w)  (decay 0 if w is excluded).
+    No bias correction (Keras's and tfbert's `AdamW` divide m and v by 1 - b^t), and the decay is
+    part of the update, times the same lr.
+
+    Args:
+        learning_rate: float or LearningRateSchedule. lr (google-research/bert's
+            `WarmupPolynomialDecay`).
+        weight_decay_rate: float. Decay of weights not excluded (BERT: 0.01).
+        beta_1: float. Decay of the first moment.
+        beta_2: float. Decay of the second moment.
+        epsilon: float. Added to sqrt(v) (BERT: 1e-6).
+        exclude_from_weight_decay: sequence of regexes on the variable path: variables without
+            decay (google-research/bert's ["LayerNorm", "layer_norm", "bias"], on tfbert's
+            paths).
+        one_hot_lookups: sequence of regexes on the variable path: embedding tables whose
+            sparse gradients the clip sums per row (google-research/bert's one-hot lookups).
+        clip_norm: float or None. The global norm clipped to (None: no clip).
+        accumulation_steps: int. Micro-batches whose mean gradient makes one update; the clip
+            counts their rows as one batch of all of them would.
+        **kwargs: base optimizer arguments (name, ...); not Keras's clipping or weight decay.
+
+    Example:
+    >>> opt = AdamWeightDecay(WarmupPolynomialDecay(2e-5, 100, 10), weight_decay_rate=0.01)
+    >>> opt.epsilon, opt.clip_norm
+    (1e-06, 1.0)
+    """
+
+    counts_sparse_rows = True
+
+    def __init__(self, learning_rate=0.001, weight_decay_rate: float = 0.0,
+                 beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-6,
+                 exclude_from_weight_decay: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY,
+                 one_hot_lookups: Sequence[str] = (r"token_type_embeddings",),
+                 clip_norm: float | None = 1.0, accumulation_steps: int = 1,
+                 name: str = "adam_weight_decay", **kwargs) -> None:
+        for key in ("weight_decay", "clipnorm", "global_clipnorm", "clipvalue"):
+            if kwargs.get(key):
+                raise ValueError(f"AdamWeightDecay takes weight_decay_rate and clip_norm "
+                                 f"(google-research/bert's), not Keras's {key}")
+            kwargs.pop(key, None)
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self._init_accumulation(accumulation_steps)
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_patterns = tuple(exclude_from_weight_decay)
+        self.one_hot_patterns = tuple(one_hot_lookups)
+        self.clip_norm = clip_norm
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)  # also the accumulators (_BertOptimizer.build)
+        self._momentums, self._velocities = self.add_optimizer_variables(
+            var_list, ["adam_m", "adam_v"])
+        # Decided once on the Keras variables' paths (update_step may see backend variables).
+        self._decayed = [not is_excluded_from_weight_decay(v, self.exclude_patterns)
+                         for v in var_list]
+        self._one_hot = [is_excluded_from_weight_decay(v, self.one_hot_patterns)
+                         for v in var_list]
+
+    def _rows_counted(self, grads, variables) -> list[bool]:
+        one_hot = (self._one_hot if variables is None else
+                   [self._one_hot[_slot_index(self, v)] for v in variables])
+        return [isinstance(g, tf.IndexedSlices) and not o
+                for g, o in zip(grads, one_hot, strict=True)]
+
+    def _clip(self, grads, variables, counted=None, counted_squares=None):
+        """google-research/bert's `tf.clip_by_global_norm(grads, clip_norm)` (see the class);
+        returns dense gradients. With accumulation, `counted` marks the gradients whose rows
+        were counted one by one (`counted_squares`, their sum of squares)."""
+        if not self.clip_norm:
+            return dense_gradients(grads)
+        if counted is None:
+            counted = self._rows_counted(grads, variables)
+            counted_squares = row_squares([g for g, c in zip(grads, counted, strict=True) if c])
+        dense = dense_gradients(grads)
+        rest = [g for g, c in zip(dense, counted, strict=True) if not c and g is not None]
+        norm = tf.sqrt(row_squares(rest) + counted_squares)
+        clip = tf.constant(self.clip_norm, "float32")
+        # tf.clip_by_global_norm's scale: NaN (not 0 or 1) when the norm is not finite.
+        scale = clip * tf.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
+        return [None if g is None else g * tf.cast(scale, g.dtype) for g in dense]
+
+    def update_step(self, gradient, variable, learning_rate):
+        """google-research/bert's update, in its order of operations."""
+        dtype = variable.dtype
+        lr = ops.cast(learning_rate, dtype)
+        grad = ops.cast(gradient, dtype)
+        index = _slot_index(self, variable)
+        m, v = self._momentums[index], self._velocities[index]
+        next_m = ops.add(ops.multiply(self.beta_1, m), ops.multiply(1.0 - self.beta_1, grad))
+        next_v = ops.add(ops.multiply(self.beta_2, v),
+                         ops.multiply(1.0 - self.beta_2, ops.square(grad)))
+        update = ops.divide(next_m, ops.add(ops.sqrt(next_v), self.epsilon))
+        if self.weight_decay_rate and self._decayed[index]:
+            update = ops.add(update, ops.multiply(self.weight_decay_rate, variable))
+        self.assign(variable, ops.subtract(variable, ops.multiply(lr, update)))
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+
+    def get_config(self) -> dict[str, Any]:
+        config = super().get_config()
+        for key in ("weight_decay", "clipnorm", "global_clipnorm", "clipvalue"):
+            config.pop(key, None)
+        config.update(weight_decay_rate=self.weight_decay_rate, beta_1=self.beta_1,
+                      beta_2=self.beta_2, epsilon=self.epsilon,
+                      exclude_from_weight_decay=list(self.exclude_patterns),
+                      one_hot_lookups=list(self.one_hot_patterns), clip_norm=self.clip_norm)
+        return config
 
 
 @keras.saving.register_keras_serializable(package="tfbert")
@@ -406,10 +666,13 @@ def create_optimizer(
         learning_rate: float. Peak learning rate (reached at the end of warmup).
         num_train_steps: int. Optimizer updates in the whole run (the rate is 0 there).
         num_warmup_steps: int. Updates of linear warmup.
-        optimizer: str. "adamw" or "lamb".
+        optimizer: str. "adamw" (`AdamW`, `WarmupLinearDecay`), "lamb" (`Lamb`,
+            `WarmupLinearDecay`) or "adamw_google" (google-research/bert's: `AdamWeightDecay`,
+            `WarmupPolynomialDecay`, its clip).
         weight_decay: float. Decay rate for weights that are not LayerNorm parameters or biases.
         epsilon: float. Adam/LAMB epsilon.
-        clip_norm: float or None. Global gradient-norm clip (None for no clipping).
+        clip_norm: float or None. Global gradient-norm clip (None for no clipping): the true
+            norm for "adamw" and "lamb", google-research/bert's for "adamw_google".
         gradient_accumulation_steps: int. Micro-batches per update (1 = none); their gradients
             are averaged, so k micro-batches of b make the update of one batch of k*b.
         loss_scale: bool. Wrap in dynamic loss scaling (for float16 mixed precision).
@@ -430,6 +693,12 @@ def create_optimizer(
     if gradient_accumulation_steps < 1:
         raise ValueError(
             f"gradient_accumulation_steps must be >= 1, got {gradient_accumulation_steps}")
+    if optimizer == "adamw_google":
+        opt = AdamWeightDecay(
+            WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps),
+            weight_decay_rate=weight_decay, epsilon=epsilon, clip_norm=clip_norm or None,
+            accumulation_steps=gradient_accumulation_steps)
+        return LossScaleOptimizer(opt) if loss_scale else opt
     schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
     common = dict(learning_rate=schedule, beta_1=0.9, beta_2=0.999, epsilon=epsilon,
                   global_clipnorm=clip_norm if clip_norm else None,
