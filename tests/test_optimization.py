@@ -240,11 +240,12 @@ def _embedding_data(n: int = 64):
     return x, y
 
 
-def _train_google(k: int, steps: int = 4, batch: int = 16, clip_norm=1.0):
+def _train_google(k: int, steps: int = 4, batch: int = 16, clip_norm=1.0,
+                  jit_compile: bool = False):
     model = _embedding_model()
     opt = optimization.create_optimizer(5e-2, 6, 2, optimizer="adamw_google",
                                         gradient_accumulation_steps=k, clip_norm=clip_norm)
-    model.compile(optimizer=opt, loss="mse")
+    model.compile(optimizer=opt, loss="mse", jit_compile=jit_compile)
     x, y = _embedding_data()
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch // k)
     model.fit(ds, epochs=1, steps_per_epoch=steps * k, verbose=0, shuffle=False)
@@ -253,11 +254,13 @@ def _train_google(k: int, steps: int = 4, batch: int = 16, clip_norm=1.0):
 
 
 def test_adamw_google_accumulation_matches_large_batch():
-    """k=4 micro-batches of 4 make the updates of batches of 16: the clip counts the word
-    table's rows as one batch of 16 would (sum of the micro-batches' row squares / k^2)."""
+    """k=4 micro-batches of 4 (and k=2 of 8 under XLA) make the updates of batches of 16: the
+    clip counts the word table's rows as one batch of 16 would (the micro-batches' row squares
+    summed, / k^2)."""
     big = _train_google(1)
-    for a, b in zip(big, _train_google(4), strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for accumulated in (_train_google(4), _train_google(2, jit_compile=True)):
+        for a, b in zip(big, accumulated, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     unclipped = _train_google(1, clip_norm=None)  # the clip acts here: the test can fail
     assert max(np.abs(a - b).max() for a, b in zip(big, unclipped, strict=True)) > 1e-3
 
@@ -292,7 +295,6 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow  # about 25 s: a subprocess with 2 logical CPUs
 def test_adamw_google_mirrored_matches_one_device():
     """Under MirroredStrategy (2 logical CPUs; with accumulation and loss scaling too)
     adamw_google follows the one-device run: the replicas' sparse rows are gathered, so the
@@ -304,7 +306,6 @@ def test_adamw_google_mirrored_matches_one_device():
     line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")][-1]
     out = json.loads(line[len("RESULT"):])
     one_loss, one_w = out.pop("one")
-    assert one_loss[-1] < one_loss[0]
     for key, (loss, w) in out.items():
         np.testing.assert_allclose(loss, one_loss, rtol=1e-5, err_msg=key)
         for a, b in zip(w, one_w, strict=True):

@@ -506,7 +506,9 @@ class AdamWeightDecay(_BertOptimizer, keras.optimizers.Optimizer):
     def _rows_counted(self, grads, variables) -> list[bool]:
         one_hot = (self._one_hot if variables is None else
                    [self._one_hot[_slot_index(self, v)] for v in variables])
-        return [isinstance(g, tf.IndexedSlices) and not o
+        # In a merge call the gradients are per-replica values: their type is a replica's.
+        local = tf.distribute.get_strategy().experimental_local_results
+        return [g is not None and isinstance(local(g)[0], tf.IndexedSlices) and not o
                 for g, o in zip(grads, one_hot, strict=True)]
 
     def _clip(self, grads, variables, counted=None, counted_squares=None):
