@@ -330,3 +330,15 @@ def test_wheel_in_a_fresh_venv(wheel_file, tmp_path):
                                  "classification, max_seq_length 32, float32)")
     assert "cls holds no model; exporting the run's model folder cls/model" in run.stderr
     assert (work / "saved_models" / "cls" / "1" / "saved_model.pb").is_file()
+
+
+def test_setup_py_shim_reads_pyproject():
+    """`python setup.py --version` (older tooling) prints the version pyproject.toml takes from
+    tfbert.__version__; setup.py itself defines nothing."""
+    run = subprocess.run([sys.executable, "setup.py", "--version"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == tfbert.__version__
+    with open(os.path.join(REPO, "setup.py"), encoding="utf-8") as f:
+        calls = [node for node in ast.walk(ast.parse(f.read())) if isinstance(node, ast.Call)]
+    assert [(c.func.id, c.args, c.keywords) for c in calls] == [("setup", [], [])]

@@ -32,7 +32,8 @@ an eval-only run and the export decide alike.
   and for a benchmark task (data_dir), google-research/bert's files:
     eval_results.txt      its dev report: `key = value` lines eval_accuracy,
                           eval_loss (mean dev cross-entropy), global_step (optimizer steps of
-                          this run, 0 without training), loss (the same mean)
+                          this run; without training the step of a google-research/bert
+                          checkpoint, else 0), loss (the same mean)
     test_results.tsv      its predictions: one row per test example, in
                           order, of tab-separated class probabilities (no header)
     model/                the fine-tuned model (tfbert.save_pretrained; metadata task/labels/
@@ -275,6 +276,7 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
                         "pairs: [CLS] A [SEP] B [SEP] needs at least 5")
 
     saved: dict[str, Any] = {}
+    global_step = 0  # of the checkpoint an eval-only run reads (GR's eval_results.txt)
     if config.do_train:
         model, vocab_file, lower_case = ft.build_model(
             tfbert.BertClassifier, config, num_classes=len(labels),
@@ -282,8 +284,10 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
             head_hidden_size=config.head_hidden_size, dropout=config.dropout,
             multi_label=config.multi_label)
     else:
-        model, labels, vocab_file, lower_case = ft.load_finetuned(config, "classification")
-        saved = checkpoints.read_metadata(config.init_checkpoint)
+        loaded = ft.load_finetuned(config, "classification", labels=labels)
+        model, labels, vocab_file, lower_case = (loaded.model, loaded.labels,
+                                                 loaded.vocab_file, loaded.lower_case)
+        saved, global_step = loaded.metadata, loaded.global_step
     ft.check_seq_length(config, model)
     multi = config.multi_label
     logger.info("labels: %s", labels)
@@ -389,7 +393,7 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
         results[split] = score(examples, predict_logits(runner, eval_ds[split]), thresholds)
     if config.data_dir and config.do_eval and "dev" in results:
         write_eval_results(run.path("eval_results.txt"), results["dev"],
-                           results.get("train", {}).get("num_train_steps", 0))
+                           results.get("train", {}).get("num_train_steps", global_step))
     if config.do_predict:
         logits = predict_logits(runner, eval_ds["test"])
         if data.is_labelled(test):
@@ -530,11 +534,11 @@ def cross_entropy(label_ids: np.ndarray, probabilities: np.ndarray) -> float:
 
 def write_eval_results(path: str, dev: dict[str, Any], global_step: int) -> None:
     """google-research/bert's eval_results.txt: sorted `key = value` lines (eval_accuracy,
-    eval_loss, global_step, loss), floats as float32 text."""
+    eval_loss, global_step, loss), floats as float32 text (`str`, as GR writes them)."""
     values = {"eval_accuracy": np.float32(dev["accuracy"]), "eval_loss": np.float32(dev["loss"]),
               "global_step": int(global_step), "loss": np.float32(dev["loss"])}
     with open(path, "w", encoding="utf-8") as f:
-        f.writelines(f"{key} = {values[key]}\n" for key in sorted(values))
+        f.writelines(f"{key} = {values[key]!s}\n" for key in sorted(values))  # GR's str()
     logger.info("wrote %s", path)
 
 

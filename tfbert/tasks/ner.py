@@ -143,7 +143,9 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
             tfbert.BertTokenClassifier, config, num_classes=len(labels), dropout=config.dropout,
             crf=config.crf)
     else:
-        model, labels, vocab_file, lower_case = ft.load_finetuned(config, "ner")
+        loaded = ft.load_finetuned(config, "ner")
+        model, labels, vocab_file, lower_case = (loaded.model, loaded.labels,
+                                                 loaded.vocab_file, loaded.lower_case)
     ft.check_seq_length(config, model)
     tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
     logger.info("labels: %s", labels)

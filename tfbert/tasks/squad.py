@@ -427,7 +427,6 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
     import keras
 
     import tfbert
-    from tfbert import checkpoints
     from tfbert.data import squad as qa_data
     from tfbert.evaluation.squad import apply_null_threshold, best_null_threshold, evaluate
 
@@ -439,10 +438,13 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
     if config.do_predict and not splits["test"] and not splits["dev"]:
         raise UserError("do_predict needs test_file or dev_file")
 
+    saved = None  # the metadata of the fine-tuned model predicted from
     if config.do_train:
         model, vocab_file, lower_case = ft.build_model(tfbert.BertSpanLabeler, config)
     else:
-        model, _, vocab_file, lower_case = ft.load_finetuned(config, "qa", labelled=False)
+        loaded = ft.load_finetuned(config, "qa", labelled=False)
+        model, vocab_file, lower_case = loaded.model, loaded.vocab_file, loaded.lower_case
+        saved = loaded.metadata
     ft.check_seq_length(config, model)
     tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
 
@@ -472,8 +474,7 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
     scored = [s for s, wanted in (("dev", dev_wanted), ("test", config.do_predict))
               if wanted and splits[s] is not None]
     threshold, source = null_threshold_source(
-        config, None if config.do_train else checkpoints.read_metadata(config.init_checkpoint),
-        dev_scored="dev" in scored and bool(gold["dev"]))
+        config, saved, dev_scored="dev" in scored and bool(gold["dev"]))
     decoded: dict[str, tuple[dict, dict, dict]] = {}  # split -> outputs of the final model
 
     def decode(split: str) -> tuple[dict, dict, dict]:

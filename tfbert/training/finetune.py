@@ -19,7 +19,8 @@ run is committed: the folder keeps the previous run).
 fine-tuning command line has (their flags come from the fields, tfbert/cli/common_flags.py);
 `build_model` makes the task model from a checkpoint, a config file or a preset inside the
 configured strategy and precision (`tfbert.training.model_source`, which pretraining uses too);
-`load_finetuned` reopens a fine-tuned model for eval/predict-only runs; `task_run` holds
+`load_finetuned` reopens a fine-tuned model for eval/predict-only runs (a tfbert run's, or
+any checkpoint with the task's head: google-research/bert's, Hugging Face's); `task_run` holds
 output_dir for a run (its lock, `tfbert.training.runtime.run_lock`) and stages every output,
 committing them together at the end (`tfbert.training.outputs`), so the folder holds the
 previous complete run or the new one, never a mix; `write_results` writes results.json.
@@ -47,16 +48,16 @@ from tfbert.training import callbacks as cb
 from tfbert.training import model_source, outputs, runtime
 from tfbert.training.config import RunConfig, check_fields, field
 from tfbert.training.distribute import tf_config_task
-from tfbert.training.model_source import checkpoint_vocab, load_finetuned
+from tfbert.training.model_source import Finetuned, checkpoint_vocab, load_finetuned
 from tfbert.training.optimization import OPTIMIZERS
 from tfbert.training.reports import write_results
 
 logger = logging.getLogger(__name__)
 
 # Tasks call these through this module (`ft.load_finetuned(...)`, `ft.write_results(...)`).
-__all__ = ["FinetuneConfig", "FinetuneResult", "TaskConfig", "build_model", "check_seq_length",
-           "checkpoint_vocab", "default_learning_rate", "early_stopping", "finetune",
-           "load_finetuned", "task_run", "write_results"]
+__all__ = ["FinetuneConfig", "FinetuneResult", "Finetuned", "TaskConfig", "build_model",
+           "check_seq_length", "checkpoint_vocab", "default_learning_rate", "early_stopping",
+           "finetune", "load_finetuned", "task_run", "write_results"]
 
 EvaluateFn = Callable[[Any], dict[str, Any]]
 

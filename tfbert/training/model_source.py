@@ -4,16 +4,19 @@ catch a missing checkpoint, a mismatched vocab, casing or sequence length before
 A run names its model with `init_checkpoint` (weights), `bert_config_file` (a shape; with a
 checkpoint it overrides the checkpoint's config) or `preset` (a shape whose vocab_size follows
 the vocab). `model_config` turns those into a BertConfig, `build_model` into a model of any
-tfbert task class, and `load_finetuned` reopens what a fine-tuning run saved. A model and its
+tfbert task class, and `load_finetuned` reopens a fine-tuned model (a tfbert run's, or any
+checkpoint with the task's head: google-research/bert's, Hugging Face's). A model and its
 vocab travel together: `check_model_vocab` refuses a vocab_file or do_lower_case other than the
 checkpoint's own unless the run says `allow_changed_vocab`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from tfbert import checkpoints
@@ -209,25 +212,60 @@ def check_seq_length(max_seq_length: int, max_position_embeddings: int, source: 
                         f"most {max_position_embeddings}")
 
 
-def load_finetuned(config: Any, task: str, labelled: bool = True
-                   ) -> tuple[Any, list[str], str, bool]:
-    """The model a fine-tuning run wrote, for eval/predict without training.
+@dataclasses.dataclass
+class Finetuned:
+    """A fine-tuned model reopened by `load_finetuned`.
+
+    Attributes:
+        model: the task model (BertClassifier, BertTokenClassifier, BertSpanLabeler).
+        labels: list of str. Its class or tag names in output order ([] for a task without).
+        vocab_file: str. The vocab the run tokenizes with.
+        lower_case: bool. The casing it tokenizes with.
+        metadata: dict. tfbert.json of a tfbert directory, else the head's entries
+            (`tfbert.checkpoints.heads`: model_class, model_config, task, labels).
+        global_step: int. The training step a google-research/bert checkpoint was saved at
+            (its `global_step`, what GR's eval_results.txt reports), else 0.
+    """
+
+    model: Any
+    labels: list[str]
+    vocab_file: str
+    lower_case: bool
+    metadata: dict[str, Any]
+    global_step: int = 0
+
+
+def load_finetuned(config: Any, task: str, labelled: bool = True,
+                   labels: Sequence[str] | None = None) -> Finetuned:
+    """The fine-tuned model init_checkpoint holds, for eval/predict without training.
+
+    init_checkpoint is a tfbert fine-tuning run's output_dir/model (tfbert.json naming the
+    task), or any checkpoint with a head of the task (`tfbert.checkpoints.heads`): a
+    google-research/bert run_classifier.py / run_squad.py output (a prefix such as
+    out/model.ckpt-30; its config from bert_config_file when no bert_config.json is beside it)
+    or a Hugging Face `BertFor...` directory. Google checkpoints carry no label names: theirs
+    are `labels`, the label list of the run's task (GR's processor order), as are those of a
+    Hugging Face head with transformers' default names LABEL_0, LABEL_1, ...
 
     Args:
-        config: a TaskConfig. init_checkpoint is the run's output_dir/model (tfbert format,
-            tfbert.json naming the task); vocab_file and do_lower_case override the saved ones
-            only with allow_changed_vocab (`check_model_vocab`).
+        config: a TaskConfig. init_checkpoint; bert_config_file or preset (a checkpoint
+            without a tfbert.json only); vocab_file and do_lower_case override the model's
+            own only with allow_changed_vocab (`check_model_vocab`).
         task: str. The task it must have been trained for ("classification", "ner", "qa", ...).
-        labelled: bool. Whether the metadata must list the labels (classes or tags).
+        labelled: bool. Whether the model must come with labels (classes or tags).
+        labels: sequence of str or None. The run's task's labels, for a head without names.
 
     Returns:
-        (model, labels ([] for a task without labels), vocab_file, lower_case).
+        Finetuned.
     """
     path = config.init_checkpoint
     if not path:
         raise UserError(f"without do_train, init_checkpoint must be a fine-tuned {task} model "
-                        "directory (output_dir/model of a training run)")
+                        "(output_dir/model of a training run, or a google-research/bert or "
+                        "Hugging Face checkpoint with its head)")
     check_init_checkpoint(path)
+    if "://" not in path and checkpoints.detect_format(path) != "tfbert":
+        return _load_head(config, task, labelled, labels)
     metadata = checkpoints.read_metadata(path)
     if metadata.get("task") != task or (labelled and "labels" not in metadata):
         listed = "" if "labels" in metadata or not labelled else " and lists no labels"
@@ -241,4 +279,49 @@ def load_finetuned(config: Any, task: str, labelled: bool = True
     lower_case = config.do_lower_case
     if lower_case is None:
         lower_case = bool(metadata.get("lower_case", model.encoder.config.lower_case))
-    return model, list(metadata.get("labels", [])), vocab_file, lower_case
+    return Finetuned(model, list(metadata.get("labels", [])), vocab_file, lower_case, metadata)
+
+
+def _load_head(config: Any, task: str, labelled: bool,
+               labels: Sequence[str] | None) -> Finetuned:
+    """`load_finetuned` of a Google or Hugging Face checkpoint with a task head."""
+    path = config.init_checkpoint
+    vocab_file = config.vocab_file or checkpoint_vocab(path)
+    check_model_vocab(config, vocab_file)
+    bert_config, _ = model_config(config, len(vocab.load_vocab(vocab_file)))
+    checkpoint = checkpoints.read_checkpoint(path, bert_config)
+    metadata = dict(checkpoint.metadata or {})
+    if metadata.get("task") != task:
+        held = (f"a {metadata['model_class']} head (task {metadata['task']!r})"
+                if metadata.get("task") else "no task head")
+        raise UserError(f"init_checkpoint {path}: a {checkpoint.format} checkpoint with {held}; "
+                        f"without do_train it must be a fine-tuned {task} model: a tfbert run's "
+                        "output_dir/model, a google-research/bert run_classifier.py / "
+                        "run_squad.py output, or a Hugging Face BertFor... directory")
+    names = list(metadata.get("labels") or [])
+    count = int(metadata.get("model_config", {}).get("num_classes", len(names)))
+    generic = names == [f"LABEL_{i}" for i in range(count)]
+    if labelled and labels is not None and (not names or generic):
+        if len(labels) != count:
+            raise UserError(f"init_checkpoint {path}: its head has {count} classes, the task's "
+                            f"labels are {len(labels)} ({', '.join(labels)})")
+        names = list(labels)
+    if labelled and not names:
+        raise UserError(f"init_checkpoint {path}: a {checkpoint.format} checkpoint names no "
+                        "labels; give the task it was fine-tuned on (task_name with data_dir: "
+                        "its labels in google-research/bert's processor order)")
+    metadata["labels"] = names
+    with build_scope(config):
+        model = checkpoints.from_pretrained(checkpoint)
+    logger.info("%s: %s head of %s (labels %s)", path, metadata["model_class"],
+                checkpoint.format, names or "none")
+    step = google_step(checkpoint.source) if checkpoint.format == "google" else 0
+    lower_case = (model.encoder.config.lower_case if config.do_lower_case is None
+                  else config.do_lower_case)
+    return Finetuned(model, names, vocab_file, lower_case, metadata, step)
+
+
+def google_step(prefix: str) -> int:
+    """The `global_step` a google-research/bert training checkpoint was saved at (0 without)."""
+    reader = checkpoints.google.open_reader(prefix)
+    return int(reader.get_tensor("global_step")) if reader.has_tensor("global_step") else 0
