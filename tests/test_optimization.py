@@ -219,6 +219,21 @@ def test_dense_gradients_sums_duplicate_rows():
     assert optimization.dense_gradients([None]) == [None]
 
 
+def test_summed_rows_stay_sparse_with_the_true_norm():
+    """adamw's and lamb's clip input: one row per id, the norm the dense gradient has."""
+    g = tf.IndexedSlices(tf.constant([[1.0, 0.0], [1.0, 0.0], [0.0, 2.0], [3.0, 0.0]]),
+                         tf.constant([4, 4, 1, 4]), tf.constant([6, 2]))
+    (summed,) = optimization.summed_rows([g])
+    assert isinstance(summed, tf.IndexedSlices)
+    assert summed.indices.numpy().tolist() == [4, 1]
+    np.testing.assert_array_equal(summed.values.numpy(), [[5.0, 0.0], [0.0, 2.0]])
+    np.testing.assert_array_equal(tf.convert_to_tensor(summed).numpy(),
+                                  tf.convert_to_tensor(g).numpy())
+    assert float(tf.linalg.global_norm([summed])) == pytest.approx(np.sqrt(29.0))
+    dense = tf.constant([[1.0]])
+    assert optimization.summed_rows([None, dense]) == [None, dense]
+
+
 # --- accumulation, strategies, settings ----------------------------------------------------------
 
 def _embedding_model(seed: int = 1) -> keras.Model:

@@ -32,9 +32,9 @@ Four things differ from the Keras optimizers as they come, each deliberately:
   (LayerNorm, biases) get neither decay nor layer adaptation.
 - Keras's (and TensorFlow's) global norm counts each row of a sparse gradient (an
   `IndexedSlices`, e.g. the token-type table's: one row per position over 2 ids) separately, so
-  rows that hit the same id are not summed first. "adamw" and "lamb" make sparse gradients dense
-  before the clip (`dense_gradients`; Adam's and LAMB's updates make them dense anyway), so they
-  clip by the true global norm.
+  rows that hit the same id are not summed first. "adamw" and "lamb" sum a sparse gradient's
+  rows of the same id before the clip (`summed_rows`; it stays sparse), so they clip by the
+  true global norm.
 
 These optimizers run under Keras's TensorFlow backend (they use tf.distribute). They use Keras's
 and TensorFlow's public APIs, but for two uses isolated in one function each, where there is
@@ -185,6 +185,28 @@ def dense_gradients(grads: Sequence[Any]) -> list[Any]:
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
+def summed_rows(grads: Sequence[Any]) -> list[Any]:
+    """`grads` with the rows of each `tf.IndexedSlices` that share an index summed into one
+    (still sparse: [unique ids, ...] rows, not the whole table), so a global norm that counts
+    rows one by one is the true one; None and dense tensors pass through.
+
+    Keras's and TensorFlow's global norms count an IndexedSlices' rows one by one: the
+    token-type table's gradient (one row per position over 2 ids) reads smaller than it is.
+    Summing the rows costs a pass over the batch's rows; making the gradient dense
+    (`dense_gradients`) would cost passes over the whole word table in the clip and slows a
+    fine-tuning step (docs/performance.md, "Optimizers and schedules").
+    """
+    out = []
+    for g in grads:
+        if isinstance(g, tf.IndexedSlices):
+            ids, position = tf.unique(g.indices)
+            g = tf.IndexedSlices(tf.math.unsorted_segment_sum(g.values, position,
+                                                              tf.shape(ids)[0]),
+                                 ids, g.dense_shape)
+        out.append(g)
+    return out
+
+
 def row_squares(grads: Sequence[Any]) -> Any:
     """The sum of squares over `grads` as `tf.clip_by_global_norm` counts it: each row of an
     IndexedSlices on its own (float32)."""
@@ -223,11 +245,11 @@ class _BertOptimizer:
     optimizer (clipping, weight decay, update) and resets them. `iterations` counts updates.
     Set `reduce_gradients = False` when an outer optimizer already summed the gradients.
 
-    What Keras's apply gets is `_clip(grads, variables)`: here the gradients made dense, so
-    Keras's `global_clipnorm` clips by the true norm. A subclass that clips itself and counts
-    sparse rows one by one (`AdamWeightDecay`) sets `counts_sparse_rows`: with accumulation the
-    sum of those rows' squares is then accumulated too (`_row_squares`), so k micro-batches
-    clip as one batch of k*b would.
+    What Keras's apply gets is `_clip(grads, variables)`: here the sparse gradients with their
+    repeated rows summed, so Keras's `global_clipnorm` clips by the true norm. A subclass that
+    clips itself and counts sparse rows one by one (`AdamWeightDecay`) sets
+    `counts_sparse_rows`: with accumulation the sum of those rows' squares is then accumulated
+    too (`_row_squares`), so k micro-batches clip as one batch of k*b would.
     """
 
     reduce_gradients = True
@@ -331,11 +353,12 @@ class _BertOptimizer:
                                  group=False)
 
     def _clip(self, grads, variables, counted=None, counted_squares=None):
-        """The gradients Keras's apply gets: here made dense (`dense_gradients`), so Keras's
-        `global_clipnorm` clips by the true global norm. `counted` (which gradients the norm
-        counts row by row, their dense mean given) and `counted_squares` (those rows' sum of
-        squares) serve subclasses with `counts_sparse_rows`."""
-        return dense_gradients(grads)
+        """The gradients Keras's apply gets: here each sparse one with its repeated rows summed
+        (`summed_rows`), so Keras's `global_clipnorm` clips by the true global norm. `counted`
+        (which gradients the norm counts row by row, their dense mean given) and
+        `counted_squares` (those rows' sum of squares) serve subclasses with
+        `counts_sparse_rows`."""
+        return summed_rows(grads)
 
     def _rows_counted(self, grads, variables) -> list[bool]:
         """Which of `grads` the clip's norm counts row by row: none here (the true norm)."""
