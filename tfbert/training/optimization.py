@@ -126,7 +126,7 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @keras.saving.register_keras_serializable(package="tfbert")
-class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+class WarmupPolynomialDecay(WarmupLinearDecay):
     """google-research/bert's schedule: linear decay to 0 over all `num_train_steps`, wrapped by
     linear warmup (its `create_optimizer`: `polynomial_decay` with power 1.0, then warmup).
 
@@ -146,17 +146,6 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     [0.0005, 0.0009, 0.00045]
     """
 
-    def __init__(self, peak_learning_rate: float, num_train_steps: int,
-                 num_warmup_steps: int = 0) -> None:
-        if num_train_steps <= 0:
-            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
-        if not 0 <= num_warmup_steps <= num_train_steps:
-            raise ValueError(f"num_warmup_steps {num_warmup_steps} must be in "
-                             f"[0, num_train_steps={num_train_steps}]")
-        self.peak_learning_rate = float(peak_learning_rate)
-        self.num_train_steps = int(num_train_steps)
-        self.num_warmup_steps = int(num_warmup_steps)
-
     def __call__(self, step):
         # The operations of google-research/bert's graph, in its order and in float32.
         step = ops.cast(step, "float32")
@@ -168,11 +157,6 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         warmup = float(self.num_warmup_steps)
         warm = peak * (step / warmup)
         return ops.where(step < warmup, warm, decay)
-
-    def get_config(self) -> dict[str, Any]:
-        return {"peak_learning_rate": self.peak_learning_rate,
-                "num_train_steps": self.num_train_steps,
-                "num_warmup_steps": self.num_warmup_steps}
 
 
 def dense_gradients(grads: Sequence[Any]) -> list[Any]:
