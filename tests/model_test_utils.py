@@ -8,7 +8,10 @@ step (finite loss, weights move). Tests then only assert what is specific to the
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -182,3 +185,17 @@ class NaNWeightsAt(keras.callbacks.Callback):
         if self.seen == self.batch:
             for v in self.model.trainable_variables:
                 v.assign(keras.ops.full(v.shape, float("nan")))
+
+
+def script_result(script: str) -> dict:
+    """Runs `script` (its `{tests}` filled with this folder) in a child Python in the repository
+    root, asserts it succeeded and returns the JSON of its last stdout line starting "RESULT"
+    (the two-logical-CPU MirroredStrategy tests: the devices must be set before TensorFlow
+    starts, so they need a process of their own)."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.run([sys.executable, "-c", script.format(tests=tests)],
+                          capture_output=True, text=True, cwd=os.path.dirname(tests),
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")][-1]
+    return json.loads(line[len("RESULT"):])

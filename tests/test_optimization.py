@@ -6,11 +6,7 @@ The NumPy references here are transcriptions of google-research/bert's optimizat
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 import textwrap
 import types
 
@@ -18,15 +14,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from model_test_utils import make_features, tiny_config
+from model_test_utils import make_features, script_result, tiny_config
 
 from tfbert import BertEncoder, BertPretrainer
 from tfbert.fields import field_help
 from tfbert.training import optimization, runtime
 from tfbert.training.config import RunConfig
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 # --- google-research/bert in NumPy ---------------------------------------------------------------
 
@@ -314,12 +307,7 @@ def test_adamw_google_mirrored_matches_one_device():
     """Under MirroredStrategy (2 logical CPUs; with accumulation and loss scaling too)
     adamw_google follows the one-device run: the replicas' sparse rows are gathered, so the
     clip counts the global batch's rows."""
-    script = _MIRRORED_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=REPO, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")][-1]
-    out = json.loads(line[len("RESULT"):])
+    out = script_result(_MIRRORED_SCRIPT)
     one_loss, one_w = out.pop("one")
     for key, (loss, w) in out.items():
         np.testing.assert_allclose(loss, one_loss, rtol=1e-5, err_msg=key)

@@ -6,20 +6,16 @@ import glob
 import json
 import math
 import os
-import subprocess
-import sys
 import textwrap
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from model_test_utils import NaNWeightsAt
+from model_test_utils import NaNWeightsAt, script_result
 
 from tfbert.training import callbacks as cb
 from tfbert.training import distribute, optimization
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _model(seed: int = 1) -> keras.Model:
@@ -245,12 +241,7 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
 def test_mirrored_two_cpus_matches_one_device():
     """MirroredStrategy over 2 logical CPUs follows the one-device loss trajectory and weights
     (global-norm clipping sees the global gradient; accumulation and loss scaling work too)."""
-    script = _MIRRORED_SCRIPT.format(tests=os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=REPO, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT")][-1]
-    out = json.loads(line[len("RESULT"):])
+    out = script_result(_MIRRORED_SCRIPT)
     for name, runs in out.items():
         one_loss, one_w = runs["one"]
         assert one_loss[-1] < one_loss[0]
