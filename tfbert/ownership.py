@@ -34,6 +34,7 @@ True
 from __future__ import annotations
 
 import datetime
+import glob
 import hashlib
 import json
 import os
@@ -301,8 +302,6 @@ def check_not_inputs(outputs: Sequence[str], inputs: Mapping[str, Any], name: st
 
 def _paths(value: Any) -> list[str]:
     """Local paths in an input setting: comma-separated parts, globs expanded (and kept)."""
-    import glob
-
     paths = []
     for part in [value] if isinstance(value, str) else list(value or ()):
         for piece in (part.split(",") if isinstance(part, str) else []):

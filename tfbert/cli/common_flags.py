@@ -240,26 +240,26 @@ def define_field_flag(cls: type, name: str, help_text: str,
         flags.DEFINE_string(name, f.default, help_text, **where)
 
 
-class _BoundedFloatParser(flags.FloatParser):
-    """absl's float parser, refusing the values outside a field's `Bounds` (NaN, Inf)."""
+class _Bounded:
+    """Mixin for absl's numeric parsers: refuses the values outside a field's `Bounds` (for a
+    float NaN and Inf too) and names the allowed values in --help."""
+
+    kind: type
 
     def __init__(self, bounds: Bounds) -> None:
         super().__init__()
-        self.bounds, self.syntactic_help = bounds, bounds.describe(float)
+        self.bounds, self.syntactic_help = bounds, bounds.describe(self.kind)
 
     def is_outside_bounds(self, val: float) -> bool:
         return val not in self.bounds
 
 
-class _BoundedIntegerParser(flags.IntegerParser):
-    """absl's integer parser, refusing the values outside a field's `Bounds`."""
+class _BoundedFloatParser(_Bounded, flags.FloatParser):
+    kind = float
 
-    def __init__(self, bounds: Bounds) -> None:
-        super().__init__()
-        self.bounds, self.syntactic_help = bounds, bounds.describe(int)
 
-    def is_outside_bounds(self, val: int) -> bool:
-        return val not in self.bounds
+class _BoundedIntegerParser(_Bounded, flags.IntegerParser):
+    kind = int
 
 
 def bounded_parser(kind: type, bounds: Bounds) -> flags.ArgumentParser:

@@ -53,7 +53,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 
-from tfbert.errors import UserError
+from tfbert.errors import UserError, no_space
 from tfbert.fileio import atomic_write, ordinary_permissions, write_json
 from tfbert.training.rundir import LOCK_FILE, RunLock, describe_holder
 
@@ -298,9 +298,11 @@ def _carry_foreign_files(old: str, new: str) -> list[str]:
 
 
 def _is_disk_full(error: BaseException) -> bool:
-    if isinstance(error, OSError):
-        return error.errno in (errno.ENOSPC, errno.EDQUOT)
-    tf = sys.modules.get("tensorflow")  # its file writes report a full disk this way
+    """ENOSPC / EDQUOT (`tfbert.errors.no_space`), or TensorFlow's ResourceExhaustedError, the
+    way its SavedModel writes report a full disk."""
+    if no_space(error):
+        return True
+    tf = sys.modules.get("tensorflow")
     return tf is not None and isinstance(error, tf.errors.ResourceExhaustedError)
 
 
