@@ -147,9 +147,53 @@ def test_google_schedule():
             assert float(ours(step)) == pytest.approx(float(rate), rel=1e-6, abs=1e-12), step
             assert float(ours(step)) == pytest.approx(
                 google_learning_rate(2e-5, step, total, warmup), rel=1e-6, abs=1e-12)
-    # tfbert's default after warmup is total / (total - warmup) times google-research/bert's.
+    # The "linear" form (transformers') is total / (total - warmup) times google-research/bert's.
     linear = optimization.WarmupLinearDecay(1e-3, 100, 10)
     assert float(linear(55)) == pytest.approx(float(s(55)) / 0.9, rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb", "adamw_google"])
+def test_default_schedule_is_google_research_berts(name):
+    """Every optimizer decays as google-research/bert (and tensorflow/models) by default;
+    "linear" (transformers' form) is a choice for adamw and lamb, refused for adamw_google."""
+    opt = optimization.create_optimizer(1e-3, 100, 10, optimizer=name)
+    assert type(opt._learning_rate) is optimization.WarmupPolynomialDecay
+    np.testing.assert_allclose(
+        [float(opt._learning_rate(i)) for i in (5, 10, 55, 100)],
+        [google_learning_rate(1e-3, i, 100, 10) for i in (5, 10, 55, 100)], rtol=1e-6)
+    if name == "adamw_google":
+        with pytest.raises(ValueError, match="adamw_google runs google-research/bert's schedule"):
+            optimization.create_optimizer(1e-3, 100, 10, optimizer=name, lr_schedule="linear")
+        with pytest.raises(ValueError, match="lr_schedule polynomial"):
+            RunConfig(output_dir="o", optimizer=name, lr_schedule="linear")
+        return
+    opt = optimization.create_optimizer(1e-3, 100, 10, optimizer=name, lr_schedule="linear")
+    assert type(opt._learning_rate) is optimization.WarmupLinearDecay
+    assert float(opt._learning_rate(55)) == pytest.approx(1e-3 * 45 / 90, rel=1e-6)
+    assert RunConfig(output_dir="o", optimizer=name, lr_schedule="linear").lr_schedule == "linear"
+    with pytest.raises(ValueError, match="lr_schedule must be one of"):
+        RunConfig(output_dir="o", lr_schedule="cosine")
+    assert "get_linear_schedule_with_warmup" in field_help(RunConfig, "lr_schedule")
+
+
+def test_a_resume_keeps_the_schedule_it_was_started_with(tmp_path):
+    """A pretraining resume trains on with the run's own schedule: the recorded one, "linear"
+    for a record written before the choice; a given lr_schedule wins; a new run: polynomial."""
+    from tfbert.ownership import PRETRAIN_RECORD
+    from tfbert.training.pretrain import PretrainConfig
+    from tfbert.training.resume import resumed_lr_schedule
+
+    config = PretrainConfig(output_dir=str(tmp_path))
+    latest = str(tmp_path / "checkpoints" / "ckpt-20")
+    assert resumed_lr_schedule(str(tmp_path), config, None) == "polynomial"
+    record = tmp_path / PRETRAIN_RECORD
+    record.write_text('{"input_files": ["a (1 bytes)"]}')
+    assert resumed_lr_schedule(str(tmp_path), config, latest) == "linear"
+    assert resumed_lr_schedule(str(tmp_path), config, None) == "polynomial"  # not a resume
+    record.write_text('{"input_files": ["a (1 bytes)"], "lr_schedule": "polynomial"}')
+    assert resumed_lr_schedule(str(tmp_path), config, latest) == "polynomial"
+    given = PretrainConfig(output_dir=str(tmp_path), lr_schedule="linear")
+    assert resumed_lr_schedule(str(tmp_path), given, latest) == "linear"
 
 
 # --- the clip by the true global norm ------------------------------------------------------------
@@ -331,8 +375,8 @@ def test_adamw_google_settings_and_serialization():
     assert "adamw_google" in field_help(RunConfig, "optimizer")
     model = _embedding_model()
     config = types.SimpleNamespace(learning_rate=1e-3, optimizer="adamw_google",
-                                   weight_decay=0.01, gradient_accumulation_steps=1,
-                                   jit_compile=False)
+                                   lr_schedule=None, weight_decay=0.01,
+                                   gradient_accumulation_steps=1, jit_compile=False)
     compiled = runtime.compile_for_training(model, config, 10, 1, loss_scale=False, loss="mse")
     assert model.optimizer is compiled and isinstance(compiled, optimization.AdamWeightDecay)
     # Exclusions: google-research/bert's list, as it reads it, on tfbert's variable paths

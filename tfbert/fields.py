@@ -155,7 +155,8 @@ def _kinds(cls: type) -> dict[str, type]:
 def check_fields(config: Any, prefix: str = "") -> None:
     """Raises UserError naming the first field of dataclass `config` whose value is not one of
     its `choices`, or (a numeric field) not of its type or not within its bounds (a float
-    field: not finite). None passes a numeric field (an optional field's "not given").
+    field: not finite). None passes a field whose default is None (an optional field's "not
+    given").
 
     Args:
         config: a dataclass instance.
@@ -166,7 +167,8 @@ def check_fields(config: Any, prefix: str = "") -> None:
         kind = field_kind(cls, f.name)
         value = getattr(config, f.name)
         choices = field_option(cls, f.name, "choices")
-        if choices is not None and value not in choices:
+        given = value is not None or f.default is not None  # None: an optional field not given
+        if choices is not None and given and value not in choices:
             raise UserError(f"{prefix}{f.name} must be one of {tuple(choices)}, got {value!r}")
         if kind is None or value is None:
             continue

@@ -21,7 +21,8 @@ from typing import ClassVar
 from tfbert.errors import UserError
 from tfbert.fields import check_fields, field, field_bounds, field_help, field_option
 from tfbert.training.distribute import STRATEGIES
-from tfbert.training.optimization import OPTIMIZER_HELP, OPTIMIZERS
+from tfbert.training.optimization import (
+    LR_SCHEDULE_HELP, LR_SCHEDULES, OPTIMIZER_HELP, OPTIMIZERS, check_schedule)
 from tfbert.training.runtime import PRECISION_CHOICES
 
 # The field helpers are tfbert.fields'; the configs import them from here too.
@@ -70,6 +71,9 @@ class RunConfig:
         5e-5, "Peak learning rate (linear warmup, then linear decay to 0); BERT's default.",
         greater_than=0)
     optimizer: str = field("adamw", OPTIMIZER_HELP + ".", choices=list(OPTIMIZERS))
+    lr_schedule: str | None = field(
+        None, LR_SCHEDULE_HELP + ". Default: polynomial; a resumed pretraining run keeps the "
+        "schedule it was started with.", choices=list(LR_SCHEDULES))
     weight_decay: float = field(0.01, "Weight decay rate (BERT's 0.01).", lower_bound=0)
     gradient_accumulation_steps: int = field(
         1, "Micro-batches per optimizer step (each train_batch_size / this): a large batch "
@@ -106,6 +110,7 @@ class RunConfig:
                             f"{self.min_seq_length}{self.min_seq_length_reason}")
         if self.bert_config_file and self.preset:
             raise UserError("give bert_config_file or preset, not both")
+        check_schedule(self.optimizer, self.lr_schedule)
         if self.train_batch_size % self.gradient_accumulation_steps:
             raise UserError(f"train_batch_size {self.train_batch_size} is not a multiple of "
                             f"gradient_accumulation_steps {self.gradient_accumulation_steps}")

@@ -8,7 +8,7 @@
 A task (classification, NER, SQuAD) brings its model, its tf.data pipeline, its loss and an
 `evaluate_fn(model) -> dict` that scores the dev set. `finetune` compiles the model with
 `tfbert.training.optimization.create_optimizer` (AdamW by default, linear warmup over
-warmup_proportion of the steps, linear decay to 0), trains for num_train_epochs (a fraction
+warmup_proportion of the steps, then google-research/bert's linear decay to 0), trains for num_train_epochs (a fraction
 trains part of the last epoch), calls evaluate_fn after every epoch, and leaves the model holding
 the weights of the epoch with the best `metric`; with early_stopping_patience=N it stops when
 that metric has not improved for N epochs (Keras's EarlyStopping on the dev scores). A loss that
@@ -49,7 +49,7 @@ from tfbert.training import model_source, outputs, runtime
 from tfbert.training.config import RunConfig, check_fields, field
 from tfbert.training.distribute import tf_config_task
 from tfbert.training.model_source import Finetuned, checkpoint_vocab, load_finetuned
-from tfbert.training.optimization import OPTIMIZERS
+from tfbert.training.optimization import LR_SCHEDULES, OPTIMIZERS
 from tfbert.training.reports import write_results
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,9 @@ class FinetuneConfig:
         num_train_epochs: float. Passes over the training data; dev is scored after each one
             (and after the partial last one of a fractional value).
         warmup_proportion: float. Fraction of the steps with linear warmup (then linear decay).
-        optimizer: str. "adamw" or "lamb".
+        optimizer: str. "adamw", "lamb" or "adamw_google" (`create_optimizer`).
+        lr_schedule: str or None. "polynomial" (None: the default) or "linear"
+            (`create_optimizer`).
         weight_decay: float. Decay on all weights but LayerNorm parameters and biases.
         clip_norm: float or None. Global gradient-norm clip.
         gradient_accumulation_steps: int. Batches of train_ds per optimizer update.
@@ -93,6 +95,7 @@ class FinetuneConfig:
     num_train_epochs: float = field(3.0, greater_than=0)
     warmup_proportion: float = field(0.1, lower_bound=0, upper_bound=1)
     optimizer: str = field("adamw", choices=OPTIMIZERS)
+    lr_schedule: str | None = field(None, choices=LR_SCHEDULES)
     weight_decay: float = field(0.01, lower_bound=0)
     clip_norm: float | None = field(1.0, greater_than=0)
     gradient_accumulation_steps: int = field(1, lower_bound=1)
@@ -427,7 +430,7 @@ class TaskConfig(RunConfig):
     def finetune_kwargs(self, log_dir: str | None = None) -> dict[str, Any]:
         return dict(learning_rate=self.learning_rate, num_train_epochs=self.num_train_epochs,
                     warmup_proportion=self.warmup_proportion, optimizer=self.optimizer,
-                    weight_decay=self.weight_decay,
+                    lr_schedule=self.lr_schedule, weight_decay=self.weight_decay,
                     gradient_accumulation_steps=self.gradient_accumulation_steps,
                     jit_compile=self.jit_compile, train_batch_size=self.train_batch_size,
                     log_dir=log_dir or os.path.join(self.output_dir, "logs"),

@@ -4,16 +4,22 @@ global-norm clipping.
 The recipe of Devlin et al. (2018): weight decay 0.01 on every weight except LayerNorm
 parameters and biases, epsilon 1e-6, gradients clipped to a global norm of 1.0, and a learning
 rate that rises linearly from 0 over `num_warmup_steps` and falls linearly to 0 at
-`num_train_steps`. Each name of `create_optimizer` is one update and one schedule:
+`num_train_steps`. Each name of `create_optimizer` is one update:
 
 - "adamw": `AdamW`, Adam with bias correction and decoupled weight decay (what transformers,
-  tensorflow/models and keras-hub use), schedule `WarmupLinearDecay` (after warmup
-  peak * (total - s) / (total - warmup)).
-- "lamb": `Lamb`, the reference LAMB, with the same schedule.
+  tensorflow/models and keras-hub use).
+- "lamb": `Lamb`, the reference LAMB.
 - "adamw_google": `AdamWeightDecay`, google-research/bert's `AdamWeightDecayOptimizer` (no bias
-  correction, the decay inside the update), schedule `WarmupPolynomialDecay` (after warmup
-  peak * (1 - s / total)), and its clip: the global norm as `tf.clip_by_global_norm` computes
-  it on google-research/bert's gradients. Under it a run follows google-research/bert's.
+  correction, the decay inside the update) and its clip: the global norm as
+  `tf.clip_by_global_norm` computes it on google-research/bert's gradients. Under it a run
+  follows google-research/bert's.
+
+and each schedule (`LR_SCHEDULES`) one form of the decay after warmup:
+
+- "polynomial" (the default, the only one for "adamw_google"): `WarmupPolynomialDecay`,
+  peak * (1 - s / total), as google-research/bert and tensorflow/models decay.
+- "linear": `WarmupLinearDecay`, peak * (total - s) / (total - warmup), as transformers'
+  `get_linear_schedule_with_warmup` decays (and pretraining runs started without the choice).
 
 Four things differ from the Keras optimizers as they come, each deliberately:
 
@@ -53,16 +59,23 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from tfbert.errors import UserError
+
 OPTIMIZERS = ("adamw", "lamb", "adamw_google")
 # What each name runs, for --help and the docs.
 OPTIMIZER_HELP = (
     "adamw: Adam with bias correction and decoupled weight decay (as transformers, "
-    "tensorflow/models and keras-hub), lr after warmup peak * (total - s) / (total - warmup); "
-    "lamb: LAMB (very large batches), the same schedule; adamw_google: google-research/bert's "
-    "AdamWeightDecayOptimizer (no bias correction, decay inside the update), lr after warmup "
-    "peak * (1 - s / total), its clip; all: linear warmup peak * s / warmup, weight decay except "
-    "LayerNorm and biases, epsilon 1e-6, gradients clipped to global norm 1.0 (adamw, lamb: "
-    "the true norm; adamw_google: the norm google-research/bert computes)")
+    "tensorflow/models and keras-hub); lamb: LAMB (very large batches); adamw_google: "
+    "google-research/bert's AdamWeightDecayOptimizer (no bias correction, decay inside the "
+    "update) and its clip; all: weight decay except LayerNorm and biases, epsilon 1e-6, "
+    "gradients clipped to global norm 1.0 (adamw, lamb: the true norm; adamw_google: the norm "
+    "google-research/bert computes); the rate: see lr_schedule")
+LR_SCHEDULES = ("polynomial", "linear")
+LR_SCHEDULE_HELP = (
+    "The learning rate: linear warmup peak * s / warmup, then polynomial: peak * (1 - s / "
+    "total), as google-research/bert and tensorflow/models (the only one for adamw_google); "
+    "linear: peak * (total - s) / (total - warmup), as transformers' "
+    "get_linear_schedule_with_warmup")
 
 # Variables that get no weight decay (and, for LAMB, no layer adaptation): LayerNorm parameters
 # and biases, matched on the variable's path (e.g. ".../attention_output_layer_norm/gamma") as in
@@ -668,6 +681,7 @@ def create_optimizer(
     gradient_accumulation_steps: int = 1,
     loss_scale: bool = False,
     variables: Iterable[Any] | None = None,
+    lr_schedule: str = "polynomial",
 ) -> keras.optimizers.Optimizer:
     """BERT's optimizer with its schedule, ready for `model.compile(optimizer=...)`.
 
@@ -675,9 +689,8 @@ def create_optimizer(
         learning_rate: float. Peak learning rate (reached at the end of warmup).
         num_train_steps: int. Optimizer updates in the whole run (the rate is 0 there).
         num_warmup_steps: int. Updates of linear warmup.
-        optimizer: str. "adamw" (`AdamW`, `WarmupLinearDecay`), "lamb" (`Lamb`,
-            `WarmupLinearDecay`) or "adamw_google" (google-research/bert's: `AdamWeightDecay`,
-            `WarmupPolynomialDecay`, its clip).
+        optimizer: str. "adamw" (`AdamW`), "lamb" (`Lamb`) or "adamw_google"
+            (google-research/bert's `AdamWeightDecay` and its clip).
         weight_decay: float. Decay rate for weights that are not LayerNorm parameters or biases.
         epsilon: float. Adam/LAMB epsilon.
         clip_norm: float or None. Global gradient-norm clip (None for no clipping): the true
@@ -688,6 +701,9 @@ def create_optimizer(
         variables: iterable of variables or None. When given, the weight-decay exclusions are
             also resolved on these variables' paths (e.g. the model's trainable variables);
             they are always matched on the variables' names.
+        lr_schedule: str. "polynomial" (`WarmupPolynomialDecay`, google-research/bert's and
+            tensorflow/models' decay) or "linear" (`WarmupLinearDecay`, transformers' decay);
+            "adamw_google" takes "polynomial" only.
 
     Returns:
         A Keras optimizer (a LossScaleOptimizer around it when `loss_scale`).
@@ -699,16 +715,19 @@ def create_optimizer(
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}")
+    check_schedule(optimizer, lr_schedule)
     if gradient_accumulation_steps < 1:
         raise ValueError(
             f"gradient_accumulation_steps must be >= 1, got {gradient_accumulation_steps}")
+    schedule = (WarmupPolynomialDecay if lr_schedule == "polynomial" else WarmupLinearDecay)(
+        learning_rate, num_train_steps, num_warmup_steps)
     if optimizer == "adamw_google":
         opt = AdamWeightDecay(
-            WarmupPolynomialDecay(learning_rate, num_train_steps, num_warmup_steps),
-            weight_decay_rate=weight_decay, epsilon=epsilon, clip_norm=clip_norm or None,
-            accumulation_steps=gradient_accumulation_steps)
+            schedule, weight_decay_rate=weight_decay, epsilon=epsilon,
+            clip_norm=clip_norm or None, accumulation_steps=gradient_accumulation_steps)
         return LossScaleOptimizer(opt) if loss_scale else opt
-    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
     common = dict(learning_rate=schedule, beta_1=0.9, beta_2=0.999, epsilon=epsilon,
                   global_clipnorm=clip_norm if clip_norm else None,
                   accumulation_steps=gradient_accumulation_steps)
@@ -723,3 +742,11 @@ def create_optimizer(
     if loss_scale:
         opt = LossScaleOptimizer(opt)
     return opt
+
+
+def check_schedule(optimizer: str, lr_schedule: str | None) -> None:
+    """Raises UserError (a ValueError) for a schedule the optimizer does not take:
+    "adamw_google" is google-research/bert's update with its schedule, "polynomial"."""
+    if optimizer == "adamw_google" and lr_schedule not in (None, "polynomial"):
+        raise UserError(f"optimizer adamw_google runs google-research/bert's schedule "
+                         f"(lr_schedule polynomial), not lr_schedule {lr_schedule}")

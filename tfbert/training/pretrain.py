@@ -95,7 +95,8 @@ from tfbert.training.reports import (
     plot_history,
     pretrain_results,
 )
-from tfbert.training.resume import RUN_CONFIG_FILE, check_resume, run_settings, write_run_config
+from tfbert.training.resume import (
+    RUN_CONFIG_FILE, check_resume, resumed_lr_schedule, run_settings, write_run_config)
 
 logger = logging.getLogger(__name__)
 
@@ -392,6 +393,7 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
     check_resume(output_dir, config,  # early: before the shards are read
                  run_settings(config, train_paths, vocab_file, lower_case, known, first_paths),
                  latest)
+    lr_schedule = resumed_lr_schedule(output_dir, config, latest)
     phases, damaged = [], []
     if first is not None:
         phases.append(_phase(first, first_paths, first_files[0], first_files[1],
@@ -407,7 +409,7 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
         check_vocab_size(vocab_size, vocab_file, bert_config, source)
         optimizer = runtime.compile_for_training(
             model, config, config.num_train_steps, config.num_warmup_steps,
-            loss_scale=config.mixed_precision == "float16")
+            loss_scale=config.mixed_precision == "float16", lr_schedule=lr_schedule)
         optimizer.build(model.trainable_variables)
         if not config.init_checkpoint:  # a resume restores the table below
             init_position_embeddings(model.encoder, config.position_init)
@@ -417,8 +419,8 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
     if positions is None:
         check_seq_length(config.max_seq_length, bert_config.max_position_embeddings, source)
     lower_case = bert_config.lower_case if config.do_lower_case is None else config.do_lower_case
-    settings = run_settings(config, train_paths, vocab_file, lower_case, bert_config,
-                            first_paths)
+    settings = {**run_settings(config, train_paths, vocab_file, lower_case, bert_config,
+                               first_paths), "lr_schedule": lr_schedule}
     allowed = check_resume(output_dir, config, settings, latest)
     if chief:
         write_run_config(output_dir, config, settings, allowed, latest)

@@ -13,7 +13,8 @@ which goes on and records the change (settings, old and new values, the step) un
 "setting_changes". `CHECKPOINT_SETTINGS` (the model config, the optimizer, gradient accumulation,
 float16 loss scaling) shape the checkpoint's variables and cannot change at all. Everything else
 (num_train_steps, learning rate and warmup, logging, the checkpoint interval, the eval set,
-precision otherwise) may change freely.
+precision otherwise) may change freely. The learning-rate schedule too, but a resume keeps the
+one the run was started with unless lr_schedule is given (`resumed_lr_schedule`).
 
 Example:
 >>> describe_changes({"max_seq_length": (128, 256), "whole_word_mask": (False, True)})
@@ -125,6 +126,20 @@ def check_resume(output_dir: str, config: PretrainConfig, settings: dict[str, An
         logger.warning("resuming from step %d with changed data settings "
                        "(allow_changed_settings): %s", step, describe_changes(replay))
     return replay
+
+
+def resumed_lr_schedule(output_dir: str, config: PretrainConfig, latest: str | None) -> str:
+    """The learning-rate schedule the run trains with: config.lr_schedule when given; else,
+    resuming, the one the run was started with ("linear" for a record without one: runs started
+    before the choice decayed so); else "polynomial"."""
+    if config.lr_schedule:
+        return config.lr_schedule
+    previous = _read_json(os.path.join(output_dir, RUN_CONFIG_FILE)) if latest else None
+    if previous is None:
+        return "polynomial"
+    schedule = previous.get("lr_schedule", "linear")
+    logger.info("resuming with lr_schedule %s, the one the run was started with", schedule)
+    return schedule
 
 
 def describe_changes(changes: dict[str, tuple[Any, Any]]) -> str:

@@ -121,10 +121,11 @@ def skip_symbolic_build(model: keras.Model) -> None:
 
 def compile_for_training(model: keras.Model, config: Any, num_train_steps: int,
                          num_warmup_steps: int, loss_scale: bool, clip_norm: float | None = 1.0,
+                         lr_schedule: str | None = None,
                          **compile_kwargs: Any) -> keras.optimizers.Optimizer:
     """Compiles `model` with BERT's optimizer (`create_optimizer`) as `config` says
-    (learning_rate, optimizer, weight_decay, gradient_accumulation_steps, jit_compile); call it
-    in the strategy scope the model was built in. Returns the optimizer.
+    (learning_rate, optimizer, lr_schedule, weight_decay, gradient_accumulation_steps,
+    jit_compile); call it in the strategy scope the model was built in. Returns the optimizer.
 
     Args:
         model: keras.Model. Built.
@@ -132,12 +133,15 @@ def compile_for_training(model: keras.Model, config: Any, num_train_steps: int,
         num_train_steps, num_warmup_steps: int. Optimizer updates in the run, and of warmup.
         loss_scale: bool. Dynamic loss scaling (a float16 model).
         clip_norm: float or None. Global gradient-norm clip.
+        lr_schedule: str or None. The schedule, over config.lr_schedule (a resume's own);
+            neither given: "polynomial".
         **compile_kwargs: other `model.compile` arguments (loss, metrics).
     """
     optimizer = create_optimizer(
         config.learning_rate, num_train_steps, num_warmup_steps, optimizer=config.optimizer,
         weight_decay=config.weight_decay, clip_norm=clip_norm,
         gradient_accumulation_steps=config.gradient_accumulation_steps, loss_scale=loss_scale,
-        variables=model.trainable_variables)
+        variables=model.trainable_variables,
+        lr_schedule=lr_schedule or config.lr_schedule or "polynomial")
     model.compile(optimizer=optimizer, jit_compile=config.jit_compile, **compile_kwargs)
     return optimizer
