@@ -106,8 +106,8 @@ def main() -> None:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops the SavedModel uses)
 
-    from bench.studies.quality import tfidf_baseline
     from tfbert.checkpoints import read_metadata
+    from tfbert.evaluation.baselines import tfidf_baseline
     from tfbert.export import export_model
     from tfbert.export.saved_model import ExportSpec
     from tfbert.export.tflite_eval import measure_agreement, run_text_tflite

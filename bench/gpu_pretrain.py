@@ -18,10 +18,12 @@ Reference point: NVIDIA's published TF2 BERT-large figure (A100 80GB, seq 128, m
 is about 486 sequences/s per GPU; the table gives the MFU that implies against the A100's
 312 TFLOP/s dense bf16 datasheet rate.
 
-    python -m bench.gpu_pretrain --out results/            # the GPU run (defaults below)
-    python -m bench.gpu_pretrain --tiny                    # a CPU check of the same code paths
+    python bench/gpu_pretrain.py --out results/           # the GPU run (defaults below)
+    python bench/gpu_pretrain.py --tiny                   # a CPU check of the same code paths
 
-Run from the repository root (tfbert is imported from there; it need not be installed).
+It imports `bench.common` and `bench.bench_pretrain`'s batch maker (standard library and numpy)
+and tfbert's model code from the repository it sits in (tfbert need not be installed);
+`python -m bench.gpu_pretrain` from the repository root runs the same.
 
 On a machine without Keras (e.g. a JAX-only GPU box), bring the keras wheel and its small pure
 dependencies (keras, namex, optree; ml_dtypes, h5py, rich, absl-py where missing) as wheels,
@@ -36,9 +38,14 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import time
 
-from bench.common import bert_forward_flops, run_module  # TensorFlow-free
+# `python bench/gpu_pretrain.py` puts bench/ first on the path: the repository root imports
+# `bench` and `tfbert` as `python -m bench.gpu_pretrain` does
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import bert_forward_flops, run_module  # noqa: E402  (TensorFlow-free)
 
 NVIDIA_A100_BERT_LARGE_SEQ_S = 486.0  # TF2, seq 128, AMP, per GPU (NVIDIA's published table)
 A100_BF16_TFLOPS = 312.0  # datasheet dense bf16

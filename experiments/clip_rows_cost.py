@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 
 from bench.bench_pretrain import synthetic_batch  # noqa: E402
 from bench.common import interleaved_times, isa_record, load_average, step_stats  # noqa: E402
-from bench.probes.ab_pretrain_builtin import VOCAB  # noqa: E402
+from experiments.ab_pretrain_builtin import VOCAB  # noqa: E402
 
 
 def step(rows_summed: bool):

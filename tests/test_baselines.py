@@ -1,12 +1,13 @@
-"""bench.studies.baselines: the BiLSTM tagger learns a learnable tagging, softmax and CRF."""
+"""tfbert.evaluation.baselines: the BiLSTM tagger learns a learnable tagging, softmax and CRF."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from bench.studies import baselines
+from bench import quality
 from tfbert.data.ner import NerExample
+from tfbert.evaluation import baselines
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 
@@ -53,12 +54,10 @@ def test_bilstm_learns_a_learnable_tagging(crf):
 
 
 def test_quality_table_rows_and_gains(tmp_path):
-    """bench.studies.quality's table: one block per setup, the baseline first, each pretrained
+    """bench.quality's table: one block per setup, the baseline first, each pretrained
     row's test gain over random init in points, the CRF named, checkpoints told apart by
     their pretraining steps (tfbert.json's global_step)."""
     import json
-
-    from bench.studies import quality
 
     for steps in (1000, 3000):
         (tmp_path / str(steps)).mkdir()
@@ -86,8 +85,6 @@ def test_quality_rows_name_the_command_line_that_reproduces_them():
     """Each BERT row of the quality table is the run_* script with its defaults and only the
     setup's data flags (python run_ner.py with the line below gives the table's ner row of
     the default checkpoint to every digit)."""
-    from bench.studies import quality
-
     ner = quality.command_line(quality.SETUPS["ner"],
                                {"init_checkpoint": "output/pretrain_default/model"}, 12345)
     assert ner == ("python run_ner.py --task_name=people_daily --max_train_examples=3000 "

@@ -4,7 +4,7 @@ weights with oneDNN's weight prepacking. Each setting runs in its own child proc
 settings are timed in turn for --rounds rounds and each figure is the median over rounds of the
 per-process medians. (docs/performance.md, "Process-wide CPU settings" and "Frozen weights".)
 
-    python -m bench.probes.serve_env [--rounds 2] [--reps 15] [--tokens 128]
+    python -m experiments.serve_env [--rounds 2] [--reps 15] [--tokens 128]
                               [--settings default,onednn_off,...]
 
 --tokens: the request's length (a trimmed short request runs at its own length; 128 = SEQ).
@@ -102,7 +102,7 @@ def main() -> None:
     times: dict[str, list[float]] = {}
     child_args = ["--child", model_dir, "--reps", str(args.reps), "--tokens", str(args.tokens)]
     settings = [(name, *SETTINGS[name]) for name in args.settings.split(",")]
-    for name, out in child_rounds("bench.probes.serve_env", child_args, settings, args.rounds):
+    for name, out in child_rounds("experiments.serve_env", child_args, settings, args.rounds):
         if isinstance(out, str):  # the child failed: its stderr
             times.setdefault(f"{name} (failed: {out.splitlines()[-1]})", [])
             continue

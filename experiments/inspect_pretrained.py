@@ -12,7 +12,7 @@
   the masked-LM loss on the held-out masked positions of a model that predicts those
   frequencies everywhere (the plateau a model that ignores context sits on).
 
-    python -m bench.studies.inspect_pretrained [--model output/pretrain_default/model] [--batches 4]
+    python -m experiments.inspect_pretrained [--model output/pretrain_default/model] [--batches 4]
 """
 
 from __future__ import annotations

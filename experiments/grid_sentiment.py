@@ -16,8 +16,8 @@ epochs of batch 16, this model stays at the majority class), so the default grid
 rates are 5e-4 and 2e-3. A run whose output_dir already holds a complete run of the same command
 line is reused.
 
-    python -m bench.studies.grid_sentiment    # 8 combinations: 26 min on 2 busy CPU cores
-    python -m bench.studies.grid_sentiment --learning_rate=5e-4 --num_train_epochs=2,3
+    python -m experiments.grid_sentiment    # 8 combinations: 26 min on 2 busy CPU cores
+    python -m experiments.grid_sentiment --learning_rate=5e-4 --num_train_epochs=2,3
 
 Writes OUTPUT_DIR/grid_sentiment.json and OUTPUT_DIR/grid_sentiment.md (the commands, the CPU,
 the grid table, the chosen combination and both test accuracies).

@@ -8,7 +8,7 @@ attention, and its partial output projection [T, H/S] x [H/S, H]; the partials a
 (+ bias + residual) before each LayerNorm, the two joins per block. (docs/performance.md,
 "cpu_streams for batch-1 serving".)
 
-    python -m bench.probes.probe_streams [--rounds 2] [--reps 15] [--batch 1] [--tokens 128]
+    python -m experiments.probe_streams [--rounds 2] [--reps 15] [--batch 1] [--tokens 128]
                                   [--streams 2] [--settings default,intra1_inter2,...]
 
 Each setting runs in its own child process (thread pools are process-wide); within a child the
@@ -184,7 +184,7 @@ def main() -> None:
     child_args = ["--child", model_dir, "--reps", str(args.reps), "--batch", str(args.batch),
                   "--tokens", str(args.tokens), "--variants", variants]
     settings = [(name, SETTINGS[name], []) for name in args.settings.split(",")]
-    for setting, out in child_rounds("bench.probes.probe_streams", child_args, settings,
+    for setting, out in child_rounds("experiments.probe_streams", child_args, settings,
                                      args.rounds):
         if isinstance(out, str):  # the child failed: its stderr
             sys.exit(f"{setting}: {out[-2000:]}")

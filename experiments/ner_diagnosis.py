@@ -9,7 +9,7 @@ run_ner's own pieces (`tfbert.tasks.ner.training_loss`, `tfbert.data.ner.encode_
 `make_dataset`, `tfbert.training.finetune.finetune`: AdamW, warmup then linear decay to 0,
 the best dev epoch kept) and scores, after every epoch, dev and the first --fit_examples
 training sentences (does it fit the training set?). One option differs per run (RUNS). The
-BiLSTM baseline (`bench.studies.baselines`) runs on the same sentences.
+BiLSTM baseline (`tfbert.evaluation.baselines`) runs on the same sentences.
 
 Before training, the mechanics that could silently hurt are measured on the real features:
 
@@ -23,8 +23,8 @@ Before training, the mechanics that could silently hurt are measured on the real
 After each run: the dev errors of its final model, per gold entity (exact, wrong type, wrong
 boundary, missed) and per predicted entity (spurious), and the token confusion gold x predicted.
 
-    nice -n 15 python -m bench.studies.ner_diagnosis --output_dir=output/ner_diagnosis
-    nice -n 15 python -m bench.studies.ner_diagnosis --output_dir=output/ner_diagnosis \\
+    nice -n 15 python -m experiments.ner_diagnosis --output_dir=output/ner_diagnosis
+    nice -n 15 python -m experiments.ner_diagnosis --output_dir=output/ner_diagnosis \\
         --runs=lr1e-3,bilstm --init_checkpoint=output/pretrain_default/model
 
 Writes OUTPUT_DIR/ner_diagnosis.json and ner_diagnosis.md (tables); a run already in the
@@ -94,7 +94,7 @@ def model_source(output_dir: str, init_checkpoint: str | None,
             out["bert_config_file"] = path
         return out
     import tfbert
-    from bench.studies.classifier_kit import builtin_vocab
+    from experiments.classifier_kit import builtin_vocab
 
     vocab_file = builtin_vocab(output_dir)
     with open(vocab_file, encoding="utf-8") as f:
@@ -299,8 +299,8 @@ def bert_run(name: str, options: dict[str, Any], splits: dict[str, list[Any]],
 
 def bilstm_run(options: dict[str, Any], splits: dict[str, list[Any]],
                args: argparse.Namespace) -> dict[str, Any]:
-    from bench.studies import baselines
     from tfbert.data import ner as data
+    from tfbert.evaluation import baselines
 
     labels = list(data.PEOPLE_DAILY_LABELS)
     epochs = int(options.get("num_train_epochs", BASE["num_train_epochs"]))

@@ -3,36 +3,34 @@
 ner        People's Daily NER (`tfbert.data.ner.people_daily_ner`): a character BiLSTM tagger
            in plain Keras (embedding 128, BiLSTM 128 per direction, a dense to the 7 BIO tags;
            Adam 2e-3, batch 32), with a softmax (per-character cross-entropy over the real
-           characters) or, with --crf, tfbert's linear-chain CRF (`tfbert.layers.crf`: trained
-           with CrfLoss, decoded by Viterbi). Characters of the training sentences are its
-           vocab (the rest map to one unknown id). Training reads each sentence's first
-           --max_seq_length characters; dev and test are tagged whole (every character gets a
-           prediction), scored with `tfbert.evaluation.entity_metrics` as run_ner scores
-           (seqeval's numbers). Like run_ner it scores dev after every epoch and keeps the best
-           epoch's weights for test.
+           characters) or a linear-chain CRF (`tfbert.layers.crf`: trained with CrfLoss,
+           decoded by Viterbi). Characters of the training sentences are its vocab (the rest map
+           to one unknown id). Training reads each sentence's first `max_seq_length` characters;
+           dev and test are tagged whole (every character gets a prediction), scored with
+           `tfbert.evaluation.entity_metrics` as run_ner scores (seqeval's numbers). Like run_ner
+           it scores dev after every epoch and keeps the best epoch's weights for test.
 sentiment  Character n-gram TF-IDF + logistic regression on the built-in sentiment reviews
-           (`bench.studies.quality.tfidf_baseline`: n-gram range and C picked on dev).
+           (`tfidf_baseline`: n-gram range and C picked on dev); needs scikit-learn (the `test`
+           extra).
 
-    nice -n 10 python -m bench.studies.baselines --task=ner --max_train_examples=3000 \\
-        --epochs=3 --output_dir=output/baselines
-    nice -n 10 python -m bench.studies.baselines --task=ner --crf --output_dir=output/baselines
-    python -m bench.studies.baselines --task=sentiment --output_dir=output/baselines
-
-Writes OUTPUT_DIR/<name>.json (ner_bilstm, ner_bilstm_crf or sentiment_tfidf): the settings,
-the dev and test metrics, and (NER) the per-epoch history with the training loss and the
-entity F1 on the training sentences and on dev. Deterministic for a --seed on one machine.
+demo.py and the quality table (`python -m bench.quality`) train them beside BERT;
+`python -m experiments.baselines` runs one alone and writes its JSON.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
+import keras
 import numpy as np
+import tensorflow as tf
+
+from tfbert.data import classification, ner
+from tfbert.evaluation.classification import classification_metrics
+from tfbert.evaluation.ner import entity_metrics
+from tfbert.layers.crf import CrfLoss, LinearChainCrf
 
 logger = logging.getLogger("baselines")
 
@@ -70,8 +68,6 @@ def bilstm_tagger(vocab_size: int, num_tags: int, embedding_size: int = 128,
     With `crf`, the model holds a `tfbert.layers.LinearChainCrf` as `crf` (trained by
     `CrfLoss(model.crf)`; `model.crf(logits, mask)` decodes by Viterbi).
     """
-    import keras
-
     ids = keras.Input((None,), dtype="int32", name="char_ids")
     x = keras.layers.Embedding(vocab_size, embedding_size, mask_zero=True)(ids)  # [B, L, E]
     x = keras.layers.Bidirectional(keras.layers.LSTM(lstm_units, return_sequences=True))(x)
@@ -80,8 +76,6 @@ def bilstm_tagger(vocab_size: int, num_tags: int, embedding_size: int = 128,
     logits = keras.layers.Dense(num_tags, name="logits")(x)
     model = keras.Model(ids, logits, name="bilstm_crf" if crf else "bilstm")
     if crf:
-        from tfbert.layers.crf import LinearChainCrf
-
         model.crf = LinearChainCrf(num_tags, name="crf")  # tracked: its weights train
     else:
         model.crf = None
@@ -120,19 +114,12 @@ def train_bilstm(train: Sequence[Any], dev: Sequence[Any], test: Sequence[Any],
          "num_train_steps", "dev", "test", "train_fit"} (dev/test/train_fit: entity_metrics of
         the best epoch).
     """
-    import keras
-    import tensorflow as tf
-
-    from tfbert.evaluation import entity_metrics
-
     keras.utils.set_random_seed(seed)
     vocab = char_vocab(train)
     x, y = encode(train, vocab, labels, max_seq_length)
     weights = (x != PAD).astype(np.float32)
     model = bilstm_tagger(len(vocab) + 2, len(labels), embedding_size, lstm_units, crf)
     if crf:
-        from tfbert.layers.crf import CrfLoss
-
         loss = CrfLoss(model.crf)
     else:  # the mean over the real characters of the batch, as run_ner averages its pieces
         loss = keras.losses.SparseCategoricalCrossentropy(
@@ -174,8 +161,6 @@ def ner_baseline(max_train_examples: int | None = None, max_eval_examples: int |
     """The BiLSTM tagger (`train_bilstm`, whose keyword arguments it takes) on the built-in
     People's Daily NER: the first max_train_examples training and max_eval_examples dev and
     test sentences, as run_ner's flags of those names take them."""
-    from tfbert.data import ner
-
     splits = {s: ner.people_daily_ner(s) for s in ("train", "dev", "test")}
     train = splits["train"][:max_train_examples]
     dev, test = (splits[s][:max_eval_examples] for s in ("dev", "test"))
@@ -183,56 +168,42 @@ def ner_baseline(max_train_examples: int | None = None, max_eval_examples: int |
     return {"num_train": len(train), "num_dev": len(dev), "num_test": len(test), **result}
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", choices=("ner", "sentiment"), required=True)
-    parser.add_argument("--output_dir", default="output/baselines")
-    parser.add_argument("--max_train_examples", type=int, default=None)
-    parser.add_argument("--max_eval_examples", type=int, default=None)
-    parser.add_argument("--crf", action="store_true", help="ner: a CRF instead of the softmax")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--learning_rate", type=float, default=2e-3)
-    parser.add_argument("--max_seq_length", type=int, default=128,
-                        help="ner: characters of a training sentence read")
-    parser.add_argument("--seed", type=int, default=42)
-    args = parser.parse_args(argv)
-    for name in ("max_train_examples", "max_eval_examples", "epochs", "batch_size",
-                 "max_seq_length"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            parser.error(f"--{name} must be positive, got {value}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    start = time.time()
-    if args.task == "sentiment":
-        from bench.studies.quality import tfidf_baseline
+def tfidf_baseline(grid: tuple[tuple[int, float], ...] = ((2, 1.0), (2, 3.0), (2, 10.0),
+                                                       (3, 1.0), (3, 3.0), (3, 10.0),
+                                                       (3, 30.0)),
+                   max_train_examples: int | None = None,
+                   max_eval_examples: int | None = None) -> dict[str, Any]:
+    """Character n-gram TF-IDF + logistic regression on built-in `sentiment`.
 
-        name = "sentiment_tfidf"
-        result = tfidf_baseline(max_train_examples=args.max_train_examples)
-    else:
-        import tensorflow as tf
+    The n-gram range (1..n) and the inverse regularisation C are picked on dev accuracy from
+    `grid`; the reported test accuracy is that of the setting picked on dev. With
+    `max_train_examples` / `max_eval_examples`, only the first N training / dev and test
+    reviews are used (as the BERT runs' flags of those names take them).
+    """
+    # scikit-learn is the `test` extra, not a dependency: imported when a baseline is trained
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
 
-        tf.config.experimental.enable_op_determinism()
-        name = "ner_bilstm_crf" if args.crf else "ner_bilstm"
-        result = ner_baseline(args.max_train_examples, args.max_eval_examples,
-                              epochs=args.epochs, batch_size=args.batch_size,
-                              learning_rate=args.learning_rate,
-                              max_seq_length=args.max_seq_length, crf=args.crf, seed=args.seed)
-        result["per_type_test_f1"] = {t: round(m["f1"], 4)
-                                      for t, m in result["test"]["per_type"].items()}
-    result = {"name": name, "settings": vars(args), "seconds": round(time.time() - start),
-              **result}
-    from tfbert.fileio import write_json
-
-    os.makedirs(args.output_dir, exist_ok=True)
-    path = os.path.join(args.output_dir, f"{name}.json")
-    write_json(path, result)
-    metric = "accuracy" if args.task == "sentiment" else "f1"
-    logger.info("%s: dev %s %.4f, test %.4f (%s)", name, metric, result["dev"][metric],
-                result["test"][metric], path)
-    return result
-
-
-if __name__ == "__main__":
-    main()
+    labels = classification.builtin_labels("sentiment")
+    splits = {s: classification.builtin_examples("sentiment", s) for s in ("train", "dev", "test")}
+    splits["train"] = splits["train"][:max_train_examples]
+    for split in ("dev", "test"):
+        splits[split] = splits[split][:max_eval_examples]
+    ids = {s: classification.label_ids(examples, labels) for s, examples in splits.items()}
+    best: dict[str, Any] | None = None
+    for ngram_max, c in grid:
+        vectorizer = TfidfVectorizer(analyzer="char", ngram_range=(1, ngram_max),
+                                     sublinear_tf=True, min_df=2)
+        classifier = LogisticRegression(C=c, max_iter=2000)
+        classifier.fit(vectorizer.fit_transform([e.text for e in splits["train"]]), ids["train"])
+        predicted = {s: classifier.predict(vectorizer.transform([e.text for e in splits[s]]))
+                     for s in ("dev", "test")}
+        dev = classification_metrics(ids["dev"], predicted["dev"], labels)
+        logger.info("TF-IDF char 1-%d-grams, C=%g: dev accuracy %.4f", ngram_max, c,
+                    dev["accuracy"])
+        if best is None or dev["accuracy"] > best["dev"]["accuracy"]:
+            best = {"num_train": len(splits["train"]),
+                    "config": {"ngram_range": [1, ngram_max], "C": c}, "dev": dev,
+                    "test": classification_metrics(ids["test"], predicted["test"], labels)}
+    assert best is not None
+    return best

@@ -3,7 +3,7 @@ LayerNorm formulations and a residual add after MatMul + BiasAdd, each printed w
 session actually ran (its optimized partition graph). (docs/performance.md, "LayerNorm form"
 and "Matmul kernels at batch 1".)
 
-    python -m bench.probes.probe_fusions
+    python -m experiments.probe_fusions
 """
 
 from __future__ import annotations

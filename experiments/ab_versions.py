@@ -16,7 +16,7 @@ steps after 3 warm-up steps; the figure is the median over rounds of each child'
 Prints (and with `--results` writes) each system's median and the after / before ratio.
 
     git worktree add /tmp/tfbert-before <commit>
-    python -m bench.probes.ab_versions --before /tmp/tfbert-before [--after .] [--rounds 20]
+    python -m experiments.ab_versions --before /tmp/tfbert-before [--after .] [--rounds 20]
         [--train [--steps 10]] [--results FILE]
 """
 
@@ -67,7 +67,7 @@ def train_steps(steps: int) -> dict:
     import numpy as np
 
     from bench.bench_pretrain import synthetic_batch
-    from bench.probes.ab_pretrain_builtin import VOCAB, builtin_step
+    from experiments.ab_pretrain_builtin import VOCAB, builtin_step
     from tfbert import BertClassifier, BertConfig, BertEncoder
     from tfbert.training.optimization import create_optimizer
     from tfbert.training.pretrain import DEFAULT_MODEL

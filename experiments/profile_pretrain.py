@@ -1,7 +1,7 @@
 """Profiles tfbert's pretraining step (bench.bench_pretrain's config) with the TensorFlow profiler
 and prints the ops that take the most time: where the step's time goes on this machine.
 
-    python -m bench.probes.profile_pretrain [--steps 2] [--jit_compile auto|true|false] [--top 25]
+    python -m experiments.profile_pretrain [--steps 2] [--jit_compile auto|true|false] [--top 25]
 
 Writes the trace under /tmp/tfbert_profile (open it in TensorBoard's profile tab) and reads the
 same trace back (XSpace protobuf) to sum event durations by TF op type on the host threads.

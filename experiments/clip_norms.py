@@ -7,7 +7,7 @@ of a sparse gradient apart; the true norm (every gradient made dense); and the n
 optimizer clips by ("adamw" and "lamb": the true one; "adamw_google": google-research/bert's,
 its word table's rows apart, its one-hot token types summed).
 
-    python -m bench.probes.clip_norms
+    python -m experiments.clip_norms
 """
 
 from __future__ import annotations

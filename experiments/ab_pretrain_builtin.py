@@ -14,7 +14,7 @@ One step of each system in turn for several rounds, so that machine load hits ev
 alike; prints (and with --results writes) each system's median step time, the ratio XLA / no
 XLA per length, the host's ISA record and load averages.
 
-    python -m bench.probes.ab_pretrain_builtin [--rounds 30] [--bfloat16] [--one_device]
+    python -m experiments.ab_pretrain_builtin [--rounds 30] [--bfloat16] [--one_device]
         [--optimizers] [--results FILE]
 """
 

@@ -5,7 +5,7 @@ equally, then prints each system's median step time and tfbert's ratio to keras-
 `tfbert-stock-*` variants trace tfbert's step with one stock Keras piece put back, the A side of
 the pretraining A/Bs in docs/performance.md.
 
-    python -m bench.probes.ab_pretrain [--rounds 8] [--systems tfbert,keras-hub,pytorch]
+    python -m experiments.ab_pretrain [--rounds 8] [--systems tfbert,keras-hub,pytorch]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The classification kit measured: multi-label tfbert vs TF-IDF, and long documents read as
 windows vs truncated.
 
-    nice -n 10 python -m bench.studies.classifier_kit --output_dir=output/classifier_kit
+    nice -n 10 python -m experiments.classifier_kit --output_dir=output/classifier_kit
 
 Both studies fine-tune a tiny random-init BERT (2 layers, hidden 128, 2 heads, intermediate
 512) with the built-in vocab (a WordPiece vocab of 8,000 learned from the built-in Chinese

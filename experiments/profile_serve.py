@@ -2,7 +2,7 @@
 in a plain tf.function (same weights, interleaved), then a TensorFlow profiler trace of
 `serve_ids` summed by op type.
 
-    python -m bench.probes.profile_serve [--batch 1] [--rounds 10] [--inter_op 0] [--intra_op 0]
+    python -m experiments.profile_serve [--batch 1] [--rounds 10] [--inter_op 0] [--intra_op 0]
                                   [--dtype float32|bfloat16] [--cpu_streams 1] [--top 20]
 
 --inter_op/--intra_op set TensorFlow's thread pools before anything runs (0: TF's default), to

@@ -15,7 +15,7 @@ stock Keras form or changed experimentally. The serving A/Bs of docs/performance
   or "avx2": the set `--target_cpu avx2` exports), with and without XLA;
 - --onnx: ONNX Runtime on the same weights.
 
-    python -m bench.probes.ab_serve [--rounds 10] [--batch 1] [--stock_projections]
+    python -m experiments.ab_serve [--rounds 10] [--batch 1] [--stock_projections]
         [--stock_feed_forward] [--stock_layer_norm] [--stock_attention_core]
         [--full_last_layer] [--packed_qkv_heads_first] [--forms plain,stock] [--onnx]
         [--results FILE]

@@ -1,5 +1,5 @@
 """Where a train step's time goes between `train_on_batch` and `run_pretraining`'s `fit`,
-interleaved in one process: the built-in default pretraining step (`bench.probes.
+interleaved in one process: the built-in default pretraining step (`experiments.
 ab_pretrain_builtin`'s model, 32 tokens, batch 32, float32), XLA on and off, fed these ways:
 
 - on_batch: `model.train_on_batch(batch)` (the bare step the A/B probes time);
@@ -17,10 +17,10 @@ ab_pretrain_builtin`'s model, 32 tokens, batch 32, float32), XLA on and off, fed
 Every model is built under a OneDeviceStrategy on the CPU, as `run_pretraining` builds it on a
 one-device host; with --default_strategy, also the fit feed of a model built and fitted under
 TensorFlow's default strategy. One chunk of each system in turn per round, so that machine load
-hits every system alike (`bench.probes.fit_loop` compares whole runs, one process each, and
+hits every system alike (`experiments.fit_loop` compares whole runs, one process each, and
 cannot). Prints (and with --results writes) each system's median step time and quartiles.
 
-    python -m bench.probes.fit_feed [--rounds 8] [--chunk 40] [--default_strategy] [--run]
+    python -m experiments.fit_feed [--rounds 8] [--chunk 40] [--default_strategy] [--run]
         [--only NAMES] [--cache_dir cache] [--results FILE]
 """
 
@@ -36,7 +36,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from bench.bench_pretrain import synthetic_batch  # noqa: E402
 from bench.common import isa_record, load_average, report, step_stats  # noqa: E402
-from bench.probes.ab_pretrain_builtin import VOCAB  # noqa: E402
+from experiments.ab_pretrain_builtin import VOCAB  # noqa: E402
 
 SEQ, PREDICTIONS = 32, 5  # phase 1 of the default run
 Chunk = Callable[[], list[float]]  # runs one chunk of steps, returns each step's seconds

@@ -7,8 +7,8 @@ the sequence length the run is at), and measures the step time of each (sequence
 batch) alone on this host, so the curves can be drawn against quiet-host minutes even when the
 runs shared the cores:
 
-    python -m bench.studies.pretrain_recipe --output_dir=output/pretrain_recipe --parallel=3
-    python -m bench.studies.pretrain_recipe --only=seq32,seq32_b16 --plot_only
+    python -m experiments.pretrain_recipe --output_dir=output/pretrain_recipe --parallel=3
+    python -m experiments.pretrain_recipe --only=seq32,seq32_b16 --plot_only
 
 Writes OUTPUT_DIR/pretrain_recipe.json (per recipe: its flags, history, wall time; the step
 times; the host's CPU) and OUTPUT_DIR/pretrain_recipe.png (eval masked-LM loss against steps

@@ -1,6 +1,6 @@
 """Peak memory of one serving_default request by text length: is a long text's cost linear?
 
-    python -m bench.probes.request_memory [--chars 10,10000,30000,60000] [--export_dir DIR]
+    python -m experiments.request_memory [--chars 10,10000,30000,60000] [--export_dir DIR]
 
 Without --export_dir it exports two tiny models with random weights (2 layers, hidden 32,
 max_seq_length 32, a Chinese character vocab of the built-in corpus): NER reading long texts
@@ -107,7 +107,7 @@ def main() -> None:
         for kind, export_dir in exports.items():
             for chars in (int(c) for c in args.chars.split(",")):
                 run = subprocess.run(
-                    [sys.executable, "-m", "bench.probes.request_memory", "--child", export_dir,
+                    [sys.executable, "-m", "experiments.request_memory", "--child", export_dir,
                      str(chars), "1" if kind == "qa" else "0"], capture_output=True, text=True)
                 if run.returncode:
                     print(f"{kind} {chars:>9,} chars: failed: {run.stderr.strip()[-300:]}")

@@ -1,16 +1,17 @@
-"""Does pretraining help? The README's fine-tuning quality table, baselines included, by one
-command.
+"""Does pretraining help? The fine-tuning quality table (docs/results.md), baselines included,
+by one command.
 
 Each setup fine-tunes on the built-in data from random init and from each pretrained
 checkpoint, next to the simplest baseline trained on the same examples:
 
   sentiment       all 13,846 training reviews, seq 64, 2 epochs; accuracy on the 1,737 test
                   reviews. Baseline: character n-gram TF-IDF + logistic regression
-                  (`tfidf_baseline`: n-gram range and C picked on dev).
+                  (`tfbert.evaluation.baselines.tfidf_baseline`: n-gram range and C picked
+                  on dev).
   sentiment_1000  the first 1,000 training reviews, seq 64, 4 epochs; the same test reviews.
   ner             the first 3,000 People's Daily training sentences, seq 128, 3 epochs; entity
                   F1 on the first 1,000 dev and test sentences. Baseline: a character BiLSTM
-                  tagger in plain Keras (`bench.studies.baselines`) on the same sentences, with
+                  tagger in plain Keras (`tfbert.evaluation.baselines`) on the same sentences, with
                   the same epochs, batch, length and seed.
   ner_crf         the same with a linear-chain CRF head on both (run_ner --crf; the BiLSTM with
                   tfbert's CRF).
@@ -23,10 +24,10 @@ weights differ. The "seconds" column is each run's wall time (training, scoring 
 epoch, scoring test), on the machine it ran on.
 
     python run_pretraining.py            # writes output/pretrain_default/model
-    python -m bench.studies.quality      # the table (about 15 minutes on 2 CPU cores)
-    python -m bench.studies.quality --setups ner --only pretrained,random_init \\
+    python -m bench.quality              # the table (about 15 minutes on 2 CPU cores)
+    python -m bench.quality --setups ner --only pretrained,random_init \\
         --pretrained A/model,B/model --plot docs/ner_vs_pretraining.png   # F1 against steps
-    python -m bench.studies.quality --setups sentiment --learning_rate 1e-4,3e-4,1e-3
+    python -m bench.quality --setups sentiment --learning_rate 1e-4,3e-4,1e-3
                                          # each start runs every rate and keeps its best on dev
 
 Writes OUTPUT_DIR/quality.json (every row with its settings, dev and test metrics) and
@@ -43,8 +44,7 @@ import os
 import time
 from typing import Any
 
-from tfbert.data import classification as cls_data
-from tfbert.evaluation.classification import classification_metrics
+from tfbert.evaluation.baselines import ner_baseline, tfidf_baseline
 from tfbert.fileio import write_json, write_text
 from tfbert.training.finetune import TaskConfig
 
@@ -79,46 +79,6 @@ SETUPS = {
 STARTS = ("baseline", "random_init", "pretrained")
 
 
-def tfidf_baseline(grid: tuple[tuple[int, float], ...] = ((2, 1.0), (2, 3.0), (2, 10.0),
-                                                       (3, 1.0), (3, 3.0), (3, 10.0),
-                                                       (3, 30.0)),
-                   max_train_examples: int | None = None,
-                   max_eval_examples: int | None = None) -> dict[str, Any]:
-    """Character n-gram TF-IDF + logistic regression on built-in `sentiment`.
-
-    The n-gram range (1..n) and the inverse regularisation C are picked on dev accuracy from
-    `grid`; the reported test accuracy is that of the setting picked on dev. With
-    `max_train_examples` / `max_eval_examples`, only the first N training / dev and test
-    reviews are used (as the BERT runs' flags of those names take them).
-    """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-
-    labels = cls_data.builtin_labels("sentiment")
-    splits = {s: cls_data.builtin_examples("sentiment", s) for s in ("train", "dev", "test")}
-    splits["train"] = splits["train"][:max_train_examples]
-    for split in ("dev", "test"):
-        splits[split] = splits[split][:max_eval_examples]
-    ids = {s: cls_data.label_ids(examples, labels) for s, examples in splits.items()}
-    best: dict[str, Any] | None = None
-    for ngram_max, c in grid:
-        vectorizer = TfidfVectorizer(analyzer="char", ngram_range=(1, ngram_max),
-                                     sublinear_tf=True, min_df=2)
-        classifier = LogisticRegression(C=c, max_iter=2000)
-        classifier.fit(vectorizer.fit_transform([e.text for e in splits["train"]]), ids["train"])
-        predicted = {s: classifier.predict(vectorizer.transform([e.text for e in splits[s]]))
-                     for s in ("dev", "test")}
-        dev = classification_metrics(ids["dev"], predicted["dev"], labels)
-        logger.info("TF-IDF char 1-%d-grams, C=%g: dev accuracy %.4f", ngram_max, c,
-                    dev["accuracy"])
-        if best is None or dev["accuracy"] > best["dev"]["accuracy"]:
-            best = {"num_train": len(splits["train"]),
-                    "config": {"ngram_range": [1, ngram_max], "C": c}, "dev": dev,
-                    "test": classification_metrics(ids["test"], predicted["test"], labels)}
-    assert best is not None
-    return best
-
-
 def pretraining_steps(checkpoint: str) -> int | None:
     """The global step a tfbert checkpoint folder was saved at (its tfbert.json), or None."""
     try:
@@ -137,8 +97,6 @@ def baseline_row(name: str, setup: Setup, seed: int) -> dict[str, Any]:
         n = result["config"]["ngram_range"][1]
         model = f"character 1-{n}-gram TF-IDF + logistic regression (C={result['config']['C']:g})"
     else:
-        from bench.studies.baselines import ner_baseline
-
         result = ner_baseline(setup.max_train_examples, setup.max_eval_examples,
                               epochs=setup.epochs, batch_size=setup.batch_size,
                               max_seq_length=setup.max_seq_length, seed=seed, crf=setup.crf)

@@ -14,8 +14,8 @@ Then, for the softmax and CRF models: tags per second of Keras predict (+ Viterb
 on the test windows, and the exported SavedModel's text path against the Keras model (logits
 per piece, entity character spans) on the test sentences.
 
-    nice -n 10 python -m bench.studies.ner_kit --output_dir=output/ner_kit
-    nice -n 10 python -m bench.studies.ner_kit --output_dir=output/ner_kit --phase=measure
+    nice -n 10 python -m experiments.ner_kit --output_dir=output/ner_kit
+    nice -n 10 python -m experiments.ner_kit --output_dir=output/ner_kit --phase=measure
 
 Writes OUTPUT_DIR/ner_kit.json and OUTPUT_DIR/ner_kit.md (a table).
 """

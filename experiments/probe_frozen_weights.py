@@ -3,7 +3,7 @@ requests change length: each length in --order is timed in turn (median of --rep
 warm-up calls) in one process, in a child process without the flag and one with it.
 (docs/performance.md, "Frozen weights"; docs/serving.md.)
 
-    python -m bench.probes.probe_frozen_weights [--order 32,128,32,64] [--reps 8]
+    python -m experiments.probe_frozen_weights [--order 32,128,32,64] [--reps 8]
 
 Requests are batch 1, `real` tokens padded to 128; the export trims padding (rounded up to 16),
 so each length is a different matmul shape.
@@ -58,7 +58,7 @@ def main() -> None:
     export_dir = os.path.join(workdir, "saved_models", "bench", "1")
     export_model(build_tfbert(workdir), export_dir, check=False)
     for flag in ("0", "1"):
-        out = run_module("bench.probes.probe_frozen_weights",
+        out = run_module("experiments.probe_frozen_weights",
                          ["--child", export_dir, "--order", args.order, "--reps", str(args.reps)],
                          env={"TF_ONEDNN_ASSUME_FROZEN_WEIGHTS": flag}, capture_output=True,
                          text=True)

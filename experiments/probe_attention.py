@@ -14,7 +14,7 @@ seq 128): where do the [B, T, N, D] <-> [B, N, T, D] transposes go, and what do 
 - `transposed_x`: as `transposed`, but x is transposed once per layer and the projections are
   plain matmuls with transpose_a on the kernel.
 
-    python -m bench.probes.probe_attention [--rounds 30] [--batch 1] [--profile] [--swaps]
+    python -m experiments.probe_attention [--rounds 30] [--batch 1] [--profile] [--swaps]
 
 --swaps first times the transposes alone: 48 swaps of a [B, 128, 12, 64] tensor in one
 tf.function (with an elementwise op between them, as in the model), as float32 transposes

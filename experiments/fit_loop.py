@@ -1,5 +1,5 @@
 """The built-in default run's phase-1 step time inside `run_pretraining`, against the bare
-`train_on_batch` step of `bench.probes.ab_pretrain_builtin`: what the fit loop, its callbacks
+`train_on_batch` step of `experiments.ab_pretrain_builtin`: what the fit loop, its callbacks
 and the live input pipeline add.
 
 Runs `run_pretraining` (the built-in data at 32 tokens, 600 steps in two loops of 300, into a
@@ -14,7 +14,7 @@ none) and the loop's wall time with its evaluation and checkpoint. Variants:
 - default_strategy: the live stream, the run under TensorFlow's default strategy instead of
   the OneDeviceStrategy `--distribution_strategy=auto` makes on a one-device host.
 
-    python -m bench.probes.fit_loop [--variants live,cached,onethread,default_strategy]
+    python -m experiments.fit_loop [--variants live,cached,onethread,default_strategy]
         [--xla both|on|off] [--results FILE]
 """
 
@@ -98,7 +98,7 @@ def main() -> None:
             parser.error(f"unknown variant {variant!r}; one of {', '.join(VARIANTS)}")
         for jit in {"both": ("off", "on"), "on": ("on",), "off": ("off",)}[args.xla]:
             before = load_average()
-            out = subprocess.run([sys.executable, "-m", "bench.probes.fit_loop", "--child",
+            out = subprocess.run([sys.executable, "-m", "experiments.fit_loop", "--child",
                                   f"{variant}:{jit}", "--cache_dir", args.cache_dir],
                                  check=True, capture_output=True, text=True).stdout
             runs.append({**json.loads(out.strip().splitlines()[-1]),

@@ -8,7 +8,7 @@ optimizer (AdamW, weight decay 0.01 off LayerNorm and biases, epsilon 1e-6, glob
 100-step window for each system, and writes them as JSON (docs/performance.md, "The built-in
 default pretraining").
 
-    python -m bench.studies.mlm_dynamics [--steps 2000] [--seq 64] [--hidden 128] [--layers 2]
+    python -m experiments.mlm_dynamics [--steps 2000] [--seq 64] [--hidden 128] [--layers 2]
         [--learning_rate 1e-3] [--systems tfbert,transformers] [--out FILE]
 """
 

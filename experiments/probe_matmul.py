@@ -3,7 +3,7 @@ the bert-base matmul shapes (per layer: four [128, 768] x [768, 768], then 768 -
 four layers' worth, each output feeding the next, as in the model). (docs/performance.md,
 "Matmul kernels at batch 1".)
 
-    python -m bench.probes.probe_matmul [--intra_op N] [--inter_op N] [--rounds 30]
+    python -m experiments.probe_matmul [--intra_op N] [--inter_op N] [--rounds 30]
         [--variants biasadd,nobias,bias_after_reshape,constants,conv1x1,batch_matmul,
                     batch_matmul_nobias,split_halves,torch]
 
@@ -124,7 +124,7 @@ def main() -> None:
     _report(medians, flops)
     if "torch" in variants:
         sys.stdout.flush()
-        run_module("bench.probes.probe_matmul", ["--variants", "torch", "--rounds",
+        run_module("experiments.probe_matmul", ["--variants", "torch", "--rounds",
                                                   str(args.rounds), "--intra_op",
                                                   str(args.intra_op)], check=True)
 
