@@ -77,7 +77,7 @@ def run(quick: bool = False, vocab_file: str | None = None) -> dict:
     import tokenizers
 
     from tfbert.data import corpora
-    from tfbert.text import vocab_builder
+    from tfbert.data.vocab_corpus import build_vocab_file
     from tfbert.text.tokenizer import BertTokenizer
 
     texts = list(corpora.iter_chinese_text())
@@ -87,7 +87,7 @@ def run(quick: bool = False, vocab_file: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as workdir:
         if vocab_file is None:  # the project's Chinese vocab, as data_tools/build_vocab.py makes it
             vocab_file = os.path.join(workdir, "vocab.txt")
-            vocab_builder.build_vocab_file(vocab_file, show_progress=False)
+            build_vocab_file(vocab_file, show_progress=False)
         # BertWordPieceTokenizer's pipeline, without matching "[CLS]"-like strings in text.
         ref = tokenizers.Tokenizer(tokenizers.models.WordPiece.from_file(
             vocab_file, unk_token="[UNK]", max_input_chars_per_word=100))

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tfbert.data import corpora
+from tfbert.data.vocab_corpus import build_vocab_file
 from tfbert.text import vocab as vocab_lib
 from tfbert.text import vocab_builder
 from tfbert.text.tokenizer import BertTokenizer
@@ -109,7 +110,7 @@ def test_default_chinese_vocab(tmp_path):
     """The default build (built-in corpus, 21,128 tokens): [UNK] below 0.5% of held-out tokens,
     well under a few minutes."""
     start = time.time()
-    summary = vocab_builder.build_vocab_file(str(tmp_path / "vocab.txt"), show_progress=False)
+    summary = build_vocab_file(str(tmp_path / "vocab.txt"), show_progress=False)
     elapsed = time.time() - start
     assert summary["vocab_size"] == 21128
     assert summary["heldout_unk_rate"] < 0.005, summary

@@ -17,6 +17,7 @@ import pytest
 
 from tfbert import ownership
 from tfbert.data import instances
+from tfbert.data.vocab_corpus import build_vocab_file
 from tfbert.errors import UserError
 from tfbert.tasks.classifier import ClassifierConfig, run_classifier
 from tfbert.tasks.ner import NerConfig, run_ner
@@ -81,8 +82,8 @@ def _finetune(run: Callable, config_cls: type, data: str) -> Callable:
 
 
 def _build_vocab(out: str, p: dict, overwrite: bool = False) -> None:
-    vocab_builder.build_vocab_file(out, input_file=p["corpus"], vocab_size=120,
-                                   min_frequency=1, show_progress=False, overwrite=overwrite)
+    build_vocab_file(out, input_file=p["corpus"], vocab_size=120, min_frequency=1,
+                     show_progress=False, overwrite=overwrite)
 
 
 def _create_data(out: str, p: dict, overwrite: bool = False) -> None:

@@ -23,6 +23,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tfbert import textfiles  # noqa: E402
+from tfbert.data.vocab_corpus import build_vocab_file  # noqa: E402
 from tfbert.errors import run_cli  # noqa: E402
 from tfbert.text import vocab_builder  # noqa: E402
 
@@ -76,13 +77,13 @@ def main(argv: list[str] | None = None) -> dict:
         argv: list of str or None. The flags (None: sys.argv[1:]).
 
     Returns:
-        The summary dict of `vocab_builder.build_vocab_file` (vocab_size, lines_train,
+        The summary dict of `tfbert.data.vocab_corpus.build_vocab_file` (vocab_size, lines_train,
         lines_heldout, heldout_unk_rate, ...).
     """
     args = parse_args(argv)
     textfiles.check_encoding(args.input_encoding)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    summary = vocab_builder.build_vocab_file(
+    summary = build_vocab_file(
         args.vocab_file, input_file=args.input_file or None, vocab_size=args.vocab_size,
         lower_case=args.lower_case, holdout_fraction=args.holdout_fraction,
         show_progress=not args.no_progress, min_frequency=args.min_frequency,

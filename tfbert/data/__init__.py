@@ -11,7 +11,7 @@ from tfbert.data import corpora
 
 _LAZY = {
     "pretraining_dataset": "tfbert.data.pretraining",
-    "PretrainingTransform": "tfbert.data.pretraining",
+    "PretrainingTransform": "tfbert.data.text_pairs",
     "DynamicMasker": "tfbert.data.masking",
 }
 

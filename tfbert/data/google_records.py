@@ -25,7 +25,7 @@ behaviour (for reproducing its runs). Whole-word masking of such records groups 
 its `##` pieces (the records hold no word boundaries beyond those).
 
 Writing (`GoogleRecordEncoder`). tfbert's instances (text pairs) go through tfbert's own
-tokenize -> pack -> mask transform (`tfbert.data.pretraining.PretrainingTransform`) once, with a
+tokenize -> pack -> mask transform (`tfbert.data.text_pairs.PretrainingTransform`) once, with a
 seed per batch of instances, and the result is frozen into records of the table's features and
 dtypes. Those records are what google-research/bert's `run_pretraining.py` input_fn parses.
 """
@@ -36,6 +36,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
+
+from tfbert.data.masking import DynamicMasker, continuation_flags
+from tfbert.data.text_pairs import PretrainingTransform
 
 # name -> the tf.train.Feature kind it is stored as (what tells the format apart).
 GOOGLE_FEATURES = {
@@ -95,8 +98,6 @@ class GoogleRecordsTransform:
     def __init__(self, vocab: Sequence[str], max_predictions_per_seq: int,
                  masked_lm_prob: float = 0.15, whole_word_mask: bool = False,
                  static_masking: bool = False):
-        from tfbert.data.masking import DynamicMasker, continuation_flags
-
         self.static_masking = static_masking
         self.whole_word_mask = whole_word_mask
         self.masker = DynamicMasker(list(vocab), max_predictions_per_seq, masked_lm_prob)
@@ -165,8 +166,6 @@ class GoogleRecordEncoder:
     def __init__(self, vocab_file: str, max_seq_length: int, max_predictions_per_seq: int,
                  masked_lm_prob: float = 0.15, whole_word_mask: bool = False,
                  lower_case: bool = True, seed: int = 12345, batch_size: int = 256):
-        from tfbert.data.pretraining import PretrainingTransform
-
         self.transform = PretrainingTransform(vocab_file, max_seq_length,
                                               max_predictions_per_seq, masked_lm_prob,
                                               whole_word_mask, lower_case)
