@@ -31,6 +31,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench.run --quick
+	$(PY) -m bench.report
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -44,9 +44,7 @@ import os
 import time
 from typing import Any
 
-from tfbert.evaluation.baselines import ner_baseline, tfidf_baseline
 from tfbert.fileio import write_json, write_text
-from tfbert.training.finetune import TaskConfig
 
 logger = logging.getLogger("quality")
 
@@ -90,6 +88,9 @@ def pretraining_steps(checkpoint: str) -> int | None:
 
 def baseline_row(name: str, setup: Setup, seed: int) -> dict[str, Any]:
     """The setup's baseline, trained and scored on the setup's examples."""
+    # TensorFlow and scikit-learn load when a row is trained: bench.report renders the table
+    from tfbert.evaluation.baselines import ner_baseline, tfidf_baseline
+
     t0 = time.time()
     if setup.task == "sentiment":
         result = tfidf_baseline(max_train_examples=setup.max_train_examples,
@@ -154,6 +155,8 @@ def command_line(setup: Setup, start: dict[str, Any], seed: int,
     vocab_file for random init)."""
     script, task = (("run_ner.py", "people_daily") if setup.task == "ner"
                     else ("run_classifier.py", "sentiment"))
+    from tfbert.training.finetune import TaskConfig  # (TensorFlow: not for bench.report)
+
     flags = [f"--task_name={task}"]
     defaults = TaskConfig(output_dir="o")
     for flag, value, default in (
@@ -241,6 +244,8 @@ def plot(rows: list[dict[str, Any]], setups: dict[str, Setup], path: str) -> Non
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from tfbert.training.finetune import TaskConfig  # (TensorFlow: not for bench.report)
+
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pretrained", default="output/pretrain_default/model",
