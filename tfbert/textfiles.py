@@ -116,7 +116,7 @@ def utf16_without_bom(head: bytes) -> str | None:
 
 def _open_binary(path: str):
     if "://" in path:  # gs://, hdfs://, ...: TensorFlow's file systems
-        import tensorflow as tf
+        import tensorflow as tf  # only for such paths: this module imports without TensorFlow
 
         return tf.io.gfile.GFile(path, "rb")
     return open(path, "rb")

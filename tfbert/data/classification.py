@@ -64,9 +64,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from tfbert import textfiles
-from tfbert.data import corpora
+from tfbert.data import corpora, ner
+from tfbert.data.tags import get_entities
 from tfbert.data.windows import window_spans
 from tfbert.errors import UserError
 
@@ -403,9 +405,6 @@ def builtin_examples(task_name: str, split: str) -> list[ClassificationExample]:
     if split not in ("train", "dev", "test"):
         raise ValueError(f"split must be 'train', 'dev' or 'test', got {split!r}")
     if task_name == "people_daily_types":
-        from tfbert.data import ner
-        from tfbert.evaluation.ner import get_entities
-
         examples = [ClassificationExample(
             e.text, None, None, e.source,
             labels=tuple(sorted({entity.type for entity in get_entities(e.tags)})))
@@ -444,7 +443,7 @@ def tfds_examples(name: str, split: str, data_dir: str | None = None,
         text_key, text_b_key: str, optional. Feature names of the text(s).
         label_key: str. Feature name of the class label (a `tfds.features.ClassLabel`).
     """
-    import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds  # slow to import, and only this reader needs it
 
     ds, info = tfds.load(name, split=split, data_dir=data_dir, with_info=True)
     features = info.features
@@ -732,8 +731,6 @@ def make_dataset(examples: Sequence[ClassificationExample], preprocessor: Any,
         sample_weights: float [N], optional. A loss weight per example (e.g. its class
             weight); batches are then (inputs, targets, weights [B]).
     """
-    import tensorflow as tf
-
     if not examples:
         raise ValueError("make_dataset: no examples")
     pairs = _check_pairs(examples)
@@ -853,8 +850,6 @@ def encode_windows(examples: Sequence[ClassificationExample], tokenizer: Any,
     Returns:
         WindowFeatures.
     """
-    import tensorflow as tf
-
     pairs = _check_pairs(examples)
     ids, segments, document = [], [], []
     for begin in range(0, len(examples), batch_size):
@@ -898,8 +893,6 @@ def make_window_dataset(windows: WindowFeatures, targets: np.ndarray | None, bat
         seed: int, optional. Shuffle seed.
         sample_weights: float [N], optional. A loss weight per document.
     """
-    import tensorflow as tf
-
     rows = windows.document.astype(np.int64)
     docs = {name: tf.RaggedTensor.from_value_rowids(value, rows, windows.num_documents)
             for name, value in windows.inputs().items()}  # [N, (K), T]

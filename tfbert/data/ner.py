@@ -44,11 +44,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from tfbert import textfiles
 from tfbert.data import corpora, windows
+from tfbert.data.tags import PREFIXES, get_entities, split_tag
 from tfbert.errors import UserError
-from tfbert.evaluation.ner import PREFIXES, get_entities, split_tag
 from tfbert.text.char_tables import CJK_RANGES
 
 logger = logging.getLogger(__name__)
@@ -411,8 +412,6 @@ def encode_examples(examples: Sequence[NerExample], tokenizer: Any, max_seq_leng
         UserError: a tag not among `labels` (naming the example's file and line), a bad
             doc_stride or option.
     """
-    import tensorflow as tf
-
     stride = check_windows(max_seq_length, doc_stride, long_input, label_alignment)
     index = {name: i for i, name in enumerate(labels)}
     t, body = max_seq_length, max_seq_length - 2
@@ -644,8 +643,6 @@ def make_dataset(features: NerFeatures, batch_size: int, shuffle: bool = False,
     is predicted with. With `crf`, every labelled piece of a window has weight 1: the CRF
     scores each window's tag sequence as a whole (CrfLoss).
     """
-    import tensorflow as tf
-
     labelled = features.label_ids != IGNORE_INDEX
     weights = (labelled if crf else labelled & features.max_context).astype(np.float32)
     labels = np.where(features.label_ids == IGNORE_INDEX, 0, features.label_ids).astype(np.int32)

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
 
 from tfbert.data.squad import QAExample
 from tfbert.data.windows import is_max_context, window_spans
@@ -81,9 +83,6 @@ def tokenize_examples(examples: Sequence[QAExample], tokenizer: Any,
             give word-piece ids and character offsets into the original strings.
         batch_size: int. Strings per tokenizer call.
     """
-    import tensorflow as tf
-    from tqdm import tqdm
-
     out: list[TokenizedExample] = []
     for i in tqdm(range(0, len(examples), batch_size), desc="tokenizing questions and contexts",
                   unit="batch", disable=None, leave=False):
@@ -215,8 +214,6 @@ def make_dataset(features: Sequence[QAFeature], batch_size: int, training: bool 
         with_labels: bool. Yield `(inputs, {"start_logits": start [B], "end_logits": end [B]})`
             so the label keys match `BertSpanLabeler`'s outputs; False yields inputs only.
     """
-    import tensorflow as tf
-
     arrays = stack_features(features)
     inputs = {k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}
     if with_labels:

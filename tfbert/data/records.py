@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
+from tqdm.auto import tqdm
 
 from tfbert import ownership
 from tfbert.data.google_records import GOOGLE_FEATURES
@@ -550,8 +551,6 @@ def scan_records(files: Sequence[str], what: str = "input_file", skip_corrupt: b
             examples of a known format, files of different formats or shapes, or shapes other
             than the ones asked for, naming the file (and the record index and byte offset).
     """
-    from tqdm.auto import tqdm
-
     infos = [_file_info(f) for f in files]
     total = sum(tf.io.gfile.stat(f).length for f in files)
     disable = (total < 256 << 20) if progress is None else not progress

@@ -1,80 +1,18 @@
-"""Entity-level NER metrics (exact match) and span decoding for BIO and BIOES tags.
+"""Entity-level NER metrics (exact match) and entities as character spans, for BIO and BIOES tags.
 
-Chunks are read the way conlleval (CoNLL-2000's perl script) and seqeval's default mode read them,
-so the numbers match both: an `I-X` after `O` or after another type starts a new entity, a change
-of type ends one, and `E-`/`S-` close an entity in BIOES. An entity counts as correct only when
-its type, first and last token all match a gold entity.
-
-Tags are strings: "O", or a prefix in B/I/E/S, a dash and a type ("B-PER", "S-LOC").
+Entities are decoded from tags by `tfbert.data.tags.get_entities` (conlleval's and seqeval's chunk
+rules), so the numbers match both. An entity counts as correct only when its type, first and
+last token all match a gold entity.
 """
 
 from __future__ import annotations
 
 import collections
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
+from tfbert.data.tags import Entity, get_entities
 from tfbert.evaluation.classification import f1_from_counts
-
-PREFIXES = ("B", "I", "E", "S")
-
-
-class Entity(NamedTuple):
-    """One entity: its type and the inclusive range of tokens it covers."""
-
-    type: str
-    start: int  # first token
-    end: int  # last token (inclusive, as conlleval/seqeval report it)
-
-
-def split_tag(tag: str) -> tuple[str, str]:
-    """("B", "PER") for "B-PER", ("O", "") for "O". Raises ValueError for anything else."""
-    if tag == "O":
-        return "O", ""
-    prefix, dash, entity_type = tag.partition("-")
-    if not dash or prefix not in PREFIXES or not entity_type:
-        raise ValueError(f"invalid NER tag {tag!r}: expected 'O' or one of "
-                         f"{'/'.join(PREFIXES)} + '-' + type, e.g. 'B-PER'")
-    return prefix, entity_type
-
-
-def _end_of_chunk(prev_prefix: str, prefix: str, prev_type: str, entity_type: str) -> bool:
-    if prev_prefix in ("E", "S"):
-        return True
-    if prev_prefix in ("B", "I") and prefix in ("B", "S", "O"):
-        return True
-    return prev_prefix != "O" and prev_type != entity_type
-
-
-def _start_of_chunk(prev_prefix: str, prefix: str, prev_type: str, entity_type: str) -> bool:
-    if prefix in ("B", "S"):
-        return True
-    if prev_prefix in ("E", "S", "O") and prefix in ("E", "I"):
-        return True
-    return prefix != "O" and prev_type != entity_type
-
-
-def get_entities(tags: Sequence[str]) -> list[Entity]:
-    """Decodes one sentence's BIO or BIOES tags into entities (conlleval's chunk rules).
-
-    Args:
-        tags: sequence of str. One tag per token.
-
-    Example:
-    >>> get_entities(["B-PER", "I-PER", "O", "I-LOC", "S-ORG"])
-    [Entity(type='PER', start=0, end=1), Entity(type='LOC', start=3, end=3), \
-Entity(type='ORG', start=4, end=4)]
-    """
-    entities = []
-    prev_prefix, prev_type, begin = "O", "", 0
-    for i, tag in enumerate(list(tags) + ["O"]):
-        prefix, entity_type = split_tag(tag)
-        if _end_of_chunk(prev_prefix, prefix, prev_type, entity_type):
-            entities.append(Entity(prev_type, begin, i - 1))
-        if _start_of_chunk(prev_prefix, prefix, prev_type, entity_type):
-            begin = i
-        prev_prefix, prev_type = prefix, entity_type
-    return entities
 
 
 def entity_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]

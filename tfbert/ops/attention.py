@@ -35,7 +35,7 @@ def attention_scores(query: Any, key: Any, scale: float) -> Any:
     (2, 4, 3, 5)
     """
     if forms().heads_first:
-        import tensorflow as tf
+        import tensorflow as tf  # TensorFlow forms only: tfbert.ops imports under any Keras backend
 
         scores = tf.matmul(swap_axes_1_2(query), swap_axes_1_2(key),
                            transpose_b=True)  # [B, N, Q, T]
@@ -77,7 +77,7 @@ def swap_axes_1_2(x: Any) -> Any:
 
 @functools.cache
 def _bitwise_swap():
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow forms only: tfbert.ops imports under any Keras backend
 
     def swap(x):
         ints = tf.bitcast(x, _SAME_WIDTH_INT[x.dtype.name])

@@ -35,7 +35,7 @@ def linear_2d(x: Any, kernel: Any, bias: Any = None) -> Any:
         return y
     bias = ops.cast(bias, y.dtype)
     if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+        import tensorflow as tf  # TensorFlow forms only: tfbert.ops imports under any Keras backend
 
         return tf.nn.bias_add(y, bias)
     return y + bias

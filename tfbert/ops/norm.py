@@ -32,7 +32,7 @@ def layer_norm(layer: keras.layers.LayerNormalization, x: Any, training: Any = N
     """
     if training or not _fusable(layer, x):
         return keras.layers.LayerNormalization.call(layer, x)
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow forms only: tfbert.ops imports under any Keras backend
 
     shape = tf.shape(x)
     rows = tf.reduce_prod(shape[:-1])

@@ -39,7 +39,7 @@ def dropout(layer: keras.layers.Dropout, x: Any, training: Any = None) -> Any:
 
 
 def _dropout_16bit(x: Any, rate: float, seed: Any) -> Any:
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow forms only: tfbert.ops imports under any Keras backend
 
     if seed.dtype != tf.int32:  # as keras' TF backend casts SeedGenerator states
         seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)

@@ -69,7 +69,7 @@ def has_gpu() -> bool:
     >>> isinstance(has_gpu(), bool)
     True
     """
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow forms only: tfbert.ops imports under any Keras backend
 
     return bool(tf.config.list_logical_devices("GPU"))
 

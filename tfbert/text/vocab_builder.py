@@ -34,8 +34,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
+import tensorflow as tf
+from tqdm.auto import tqdm
+
 from tfbert import fileio, ownership, textfiles
 from tfbert.text import vocab as vocab_lib
+from tfbert.text.tokenizer import BertTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -102,9 +107,6 @@ def count_words(texts: Iterable[str], lower_case: bool = True, batch_size: int =
     Returns:
         (Counter word -> count, share of CJK ideographs among the characters read).
     """
-    import tensorflow as tf
-    from tqdm.auto import tqdm
-
     split = _word_splitter(lower_case)
     counts: collections.Counter = collections.Counter()
     chars = cjk = 0
@@ -224,11 +226,6 @@ def unk_rate(vocab_file: str, texts: Sequence[str], lower_case: bool = True,
     Returns:
         {"unk_rate": float, "tokens": int, "unk_tokens": int, "lines": int}.
     """
-    import numpy as np
-    import tensorflow as tf
-
-    from tfbert.text.tokenizer import BertTokenizer
-
     tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
     total = unknown = 0
     for start in range(0, len(texts), batch_size):
@@ -257,8 +254,6 @@ def read_text_files(patterns: str | Sequence[str], encoding: str = textfiles.DEF
         FileNotFoundError: a pattern that matches no file.
         TextDecodeError: undecodable bytes beyond `max_bad_fraction`.
     """
-    import tensorflow as tf
-
     textfiles.check_encoding(encoding)
     if isinstance(patterns, str):
         patterns = [p for p in patterns.split(",") if p.strip()]
@@ -303,10 +298,6 @@ def _merge_word(symbols: list[str], pair: tuple[str, str], merged: str) -> list[
 @functools.cache
 def _word_splitter(lower_case: bool) -> Any:
     """texts tf.string [B] -> their words, flat tf.string [W] (one traced function per mode)."""
-    import tensorflow as tf
-
-    from tfbert.text.tokenizer import BertTokenizer
-
     splitter = BertTokenizer(_SPLITTER_VOCAB, lower_case=lower_case)
     return tf.function(lambda x: splitter.split_words(x).flat_values,
                        input_signature=[tf.TensorSpec([None], tf.string)])
@@ -314,10 +305,6 @@ def _word_splitter(lower_case: bool) -> Any:
 
 def _split_alone(chars: Sequence[str]) -> dict[str, bool]:
     """Whether the tokenizer makes each character a word of its own (punctuation, CJK)."""
-    import tensorflow as tf
-
-    from tfbert.text.tokenizer import BertTokenizer
-
     if not chars:
         return {}
     splitter = BertTokenizer(_SPLITTER_VOCAB, lower_case=False)

@@ -22,7 +22,12 @@ from tfbert.errors import UserError
 from tfbert.fields import check_fields, field, field_bounds, field_help, field_option
 from tfbert.training.distribute import STRATEGIES
 from tfbert.training.optimization import (
-    LR_SCHEDULE_HELP, LR_SCHEDULES, OPTIMIZER_HELP, OPTIMIZERS, check_schedule)
+    LR_SCHEDULE_HELP,
+    LR_SCHEDULES,
+    OPTIMIZER_HELP,
+    OPTIMIZERS,
+    check_schedule,
+)
 from tfbert.training.runtime import PRECISION_CHOICES
 
 # The field helpers are tfbert.fields'; the configs import them from here too.

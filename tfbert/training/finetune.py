@@ -8,12 +8,13 @@
 A task (classification, NER, SQuAD) brings its model, its tf.data pipeline, its loss and an
 `evaluate_fn(model) -> dict` that scores the dev set. `finetune` compiles the model with
 `tfbert.training.optimization.create_optimizer` (AdamW by default, linear warmup over
-warmup_proportion of the steps, then google-research/bert's linear decay to 0), trains for num_train_epochs (a fraction
-trains part of the last epoch), calls evaluate_fn after every epoch, and leaves the model holding
-the weights of the epoch with the best `metric`; with early_stopping_patience=N it stops when
-that metric has not improved for N epochs (Keras's EarlyStopping on the dev scores). A loss that
-becomes NaN or Inf stops training and raises `NonFiniteLoss` (inside `task_run` nothing of the
-run is committed: the folder keeps the previous run).
+warmup_proportion of the steps, then google-research/bert's linear decay to 0), trains for
+num_train_epochs (a fraction trains part of the last epoch), calls evaluate_fn after every epoch,
+and leaves the model holding the weights of the epoch with the best `metric`; with
+early_stopping_patience=N it stops when that metric has not improved for N epochs (Keras's
+EarlyStopping on the dev scores). A loss that becomes NaN or Inf stops training and raises
+`NonFiniteLoss` (inside `task_run` nothing of the run is committed: the folder keeps the previous
+run).
 
 `TaskConfig` extends the shared `RunConfig` (tfbert.training.config) with the fields every
 fine-tuning command line has (their flags come from the fields, tfbert/cli/common_flags.py);

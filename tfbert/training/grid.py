@@ -42,6 +42,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import keras
+
 from tfbert.errors import UserError
 from tfbert.training import finetune as ft
 from tfbert.training import outputs
@@ -259,8 +261,6 @@ def search(train_and_score: Callable[..., Mapping[str, Any]],
     best, best_model = 0, None
     for combination in points:
         if seed is not None:
-            import keras
-
             keras.utils.set_random_seed(seed)
         start = time.perf_counter()
         scores = dict(train_and_score(**combination.values))

@@ -44,6 +44,7 @@ from typing import Any
 
 from tfbert import ownership
 from tfbert.fileio import ordinary_permissions, write_json
+from tfbert.models.pretrained import save_pretrained
 from tfbert.training.rundir import LOCK_FILE, command_line, now, remove_atomic_temp_files
 
 logger = logging.getLogger(__name__)
@@ -240,9 +241,7 @@ def _apply(output_dir: str, journal: dict[str, Any]) -> None:
 def save_model(model: Any, directory: str, **kwargs: Any) -> None:
     """`tfbert.save_pretrained(model, directory, **kwargs)`, its files given ordinary
     permissions (safetensors writes model.safetensors 0600)."""
-    import tfbert
-
-    tfbert.save_pretrained(model, directory, **kwargs)
+    save_pretrained(model, directory, **kwargs)
     for root, _, files in os.walk(directory):
         for name in files:
             ordinary_permissions(os.path.join(root, name))

@@ -96,7 +96,12 @@ from tfbert.training.reports import (
     pretrain_results,
 )
 from tfbert.training.resume import (
-    RUN_CONFIG_FILE, check_resume, resumed_lr_schedule, run_settings, write_run_config)
+    RUN_CONFIG_FILE,
+    check_resume,
+    resumed_lr_schedule,
+    run_settings,
+    write_run_config,
+)
 
 logger = logging.getLogger(__name__)
 

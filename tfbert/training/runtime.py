@@ -19,6 +19,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tfbert.cpuinfo import host_cpu
 from tfbert.training import rundir
 from tfbert.training.distribute import get_strategy, tf_config_task
 from tfbert.training.optimization import create_optimizer
@@ -53,8 +54,6 @@ def resolve_precision(mixed_precision: str) -> str:
 
 def _cpu_flags() -> frozenset[str]:
     """This host's /proc/cpuinfo flags (none off Linux: no bfloat16 detection, float32)."""
-    from tfbert.export.target_cpu import host_cpu  # (TensorFlow-free, cached)
-
     return host_cpu().flags
 
 
