@@ -172,7 +172,7 @@ def pool_windows(window_logits: Any, document: Any, num_documents: Any) -> Any:
     sum would grow with the length; a max lets one window decide, and passes the gradient to
     that window only), so documents of 1 and of 20 windows are on one scale. Mean logits are
     what the training loss sees (`WindowPooledClassifier`), so training and prediction pool
-    alike. Measured (bench/studies/classifier_kit.py, 400 long review documents of 311-1,500
+    alike. Measured (experiments/classifier_kit.py, 400 long review documents of 311-1,500
     characters, a tiny random-init model trained on mean logits at T = 128): test accuracy
     0.9125 pooling its windows by mean logits, 0.9125 by mean probabilities, 0.8850 by max
     logits.

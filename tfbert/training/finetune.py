@@ -324,13 +324,13 @@ PRETRAINED_LEARNING_RATE = 5e-5
 # TINY_HIDDEN_SIZE (bert-tiny's width; run_pretraining.py's built-in default). Measured on the
 # built-in data with the 2-layer hidden-128 model: People's Daily NER, 3,000 sentences, 3 epochs,
 # test entity F1 from random init 0.000 at 5e-5, 0.174 at 5e-4, 0.193 at 1e-3, 0.127 at 2e-3, and
-# from the default checkpoint 0.000 at 5e-5, 0.275 at 1e-3 (bench/studies/ner_diagnosis.py);
+# from the default checkpoint 0.000 at 5e-5, 0.275 at 1e-3 (experiments/ner_diagnosis.py);
 # sentiment, 1,000 reviews, 4 epochs, dev accuracy from random init 51.9% at 1e-4, 73.7% at
 # 1e-3, from the default checkpoint 57.1% at 1e-4, 64.6% at 3e-4, 70.1% at 1e-3 (2e-3
 # diverges; demo.py); 3,000 reviews from random init at 5e-5: the majority class
-# (bench/studies/grid_sentiment.py); all 13,846 reviews, 2 epochs: dev accuracy at 1e-3 within
+# (experiments/grid_sentiment.py); all 13,846 reviews, 2 epochs: dev accuracy at 1e-3 within
 # 1.1 points of the best of 1e-4 / 3e-4 / 1e-3 (3e-4) for both starts
-# (bench/studies/quality.py --learning_rate 1e-4,3e-4,1e-3).
+# (bench/quality.py --learning_rate 1e-4,3e-4,1e-3).
 SMALL_MODEL_LEARNING_RATE = 1e-3
 SMALL_HIDDEN_SIZE = 768
 TINY_HIDDEN_SIZE = 128
