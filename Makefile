@@ -28,6 +28,7 @@ test-all: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tfbert tests data_tools bench *.py
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	$(PY) -m bench.run --quick

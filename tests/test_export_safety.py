@@ -33,7 +33,7 @@ from tfbert.errors import UserError
 from tfbert.export import export_model, layout, tflite, tflite_text
 from tfbert.export.__main__ import main
 from tfbert.export.layout import EXPORT_RECORD, TFLITE_RECORD, is_tfbert_export
-from tfbert.training.rundir import LOCK_FILE
+from tfbert.rundir import LOCK_FILE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEXTS = ["这家酒店的服务很好，房间也干净。", "质量太差了", ""]
@@ -428,7 +428,7 @@ def test_a_full_disk_during_the_export_command(model_dir, reference_export, tmp_
 
 _HOLD = textwrap.dedent("""
     import sys, time
-    from tfbert.training.rundir import RunLock
+    from tfbert.rundir import RunLock
     base = sys.argv[1]
     sys.argv = ["-m", "tfbert.export", "--export_dir=" + base, "--overwrite"]  # as the export
     RunLock(base).acquire()

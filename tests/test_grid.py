@@ -14,10 +14,10 @@ from absl import flags
 
 from tfbert.cli import common_flags
 from tfbert.errors import UserError
+from tfbert.rundir import RunLock
 from tfbert.training import finetune as ft
 from tfbert.training import grid as grid_lib
 from tfbert.training import outputs
-from tfbert.training.rundir import RunLock
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

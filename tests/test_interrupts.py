@@ -17,8 +17,9 @@ import pytest
 import tensorflow as tf
 from test_run_pretraining import tiny_data  # noqa: F401 - a fixture
 
+from tfbert import rundir
 from tfbert.errors import NonFiniteLoss, UserError, error_line, failure_notes, run_cli
-from tfbert.training import outputs, rundir
+from tfbert.training import outputs
 from tfbert.training.finetune import FinetuneConfig, finetune
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -19,8 +19,9 @@ import time
 import pytest
 from test_run_pretraining import REPO, _config, _flags, tiny_data  # noqa: F401 - a fixture
 
+from tfbert import rundir
 from tfbert.errors import UserError
-from tfbert.training import outputs, pretrain, rundir
+from tfbert.training import outputs, pretrain
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -81,7 +82,7 @@ def test_second_pretraining_on_a_folder_exits_2_naming_the_first(tiny_data, tmp_
 
 _HOLD = textwrap.dedent("""
     import sys, time
-    from tfbert.training.rundir import RunLock
+    from tfbert.rundir import RunLock
     RunLock(sys.argv[1]).acquire()
     print("locked", flush=True)
     time.sleep(600)
@@ -342,7 +343,7 @@ def test_cli_bad_sequence_length_is_one_line_and_exit_2(tmp_path):
 _COMMIT_CHILD = textwrap.dedent("""
     import json, os, signal, sys
     from tfbert.training import outputs
-    from tfbert.training.rundir import RunLock
+    from tfbert.rundir import RunLock
 
     out, kill_at = sys.argv[1], int(sys.argv[2])
     steps = [0]

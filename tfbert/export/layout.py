@@ -12,7 +12,7 @@ highest one and ignores every other name. `version_folder` applies this rule to 
   folder may hold only numeric version folders, tfbert's `tflite/` folder, its lock file and
   tfbert's own leftovers (below); anything else (`.`, a fine-tuning run's folder) is an error.
 
-An export holds `lock_model_folder(base)` (tfbert.training.rundir.RunLock, the file
+An export holds `lock_model_folder(base)` (tfbert.rundir.RunLock, the file
 `.tfbert.lock` in the base folder) from choosing its version until its last file is written, so
 a second export to the same model folder stops at once with a UserError naming the first.
 
@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterator
 
 from tfbert.errors import UserError, no_space
 from tfbert.fileio import atomic_write, ordinary_permissions, write_json
-from tfbert.training.rundir import LOCK_FILE, RunLock, describe_holder
+from tfbert.rundir import LOCK_FILE, RunLock, describe_holder
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ names the complete run that the folder holds: run id, task, start and end time, 
 config, and the top-level entries that are its outputs. The outputs carry the run id too
 (results.json's "run_id", model/tfbert.json's "run_id"), so a file can be matched to its run.
 
-Commit, under the run's lock (tfbert.training.rundir):
+Commit, under the run's lock (tfbert.rundir):
   1. the journal `.tfbert-commit.json` (atomic): the new manifest, the previous run's outputs to
      remove, and same-named entries that no manifest lists, to be kept as `NAME.before-<run id>`
      (tfbert never deletes what it did not write);
@@ -45,7 +45,8 @@ from typing import Any
 from tfbert import ownership
 from tfbert.fileio import ordinary_permissions, write_json
 from tfbert.models.pretrained import save_pretrained
-from tfbert.training.rundir import LOCK_FILE, command_line, now, remove_atomic_temp_files
+from tfbert.ownership import command_line, now
+from tfbert.rundir import LOCK_FILE, remove_atomic_temp_files
 
 logger = logging.getLogger(__name__)
 

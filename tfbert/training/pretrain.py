@@ -37,7 +37,7 @@ The stream holds only for the same data settings, so a resume compares them with
 `allow_changed_settings` continues anyway and records the change (`tfbert.training.resume`).
 
 Safety. The run writes only into a new or empty output_dir or a pretraining run's own
-(`tfbert.ownership`), holds its lock (`tfbert.training.rundir`) from start to end, removes
+(`tfbert.ownership`), holds its lock (`tfbert.rundir`) from start to end, removes
 the `ckpt-N_temp/` folders a kill during a save leaves, and reads every input shard once
 (`tfbert.data.records.scan_records`, CRCs and truncation) before it builds the model;
 `skip_corrupt` trains without the unreadable rest of a damaged shard and reports it.
@@ -59,7 +59,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfbert import ownership
+from tfbert import ownership, rundir
 from tfbert.config import BertConfig
 from tfbert.data import records
 from tfbert.data.pretraining import (
@@ -73,7 +73,7 @@ from tfbert.errors import NonFiniteLoss, UserError, failure_notes
 from tfbert.models.pretrainer import BertPretrainer
 from tfbert.text.vocab import load_vocab
 from tfbert.training import callbacks as cb
-from tfbert.training import data_service, rundir, runtime
+from tfbert.training import data_service, runtime
 from tfbert.training.builtin_data import default_data
 from tfbert.training.config import RunConfig, field
 from tfbert.training.distribute import get_strategy, is_chief, num_workers, worker_index
@@ -313,7 +313,7 @@ def run_pretraining(config: PretrainConfig,
     `pretrain_history.json` (metrics per loop), `pretrain_config.json` (the settings a resume is
     checked against), `pretrain_results.json` and `model/` (the encoder and heads in tfbert's
     own format, for `from_pretrained` and fine-tuning). It holds the folder's lock
-    (`tfbert.training.rundir`) throughout: a second run on it fails at once.
+    (`tfbert.rundir`) throughout: a second run on it fails at once.
 
     Args:
         config: PretrainConfig.

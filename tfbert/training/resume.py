@@ -36,7 +36,6 @@ from tfbert import ownership
 from tfbert.data.pretraining import INPUT_ORDER
 from tfbert.errors import UserError
 from tfbert.training import callbacks as cb
-from tfbert.training import rundir
 
 if TYPE_CHECKING:
     from tfbert.config import BertConfig
@@ -170,7 +169,7 @@ def write_run_config(output_dir: str, config: PretrainConfig, settings: dict[str
     previous = _read_json(path) if latest else None
     changes = list((previous or {}).get("setting_changes", []))
     if allowed:
-        changes.append({"step": _checkpoint_step(latest), "time": rundir.now(),
+        changes.append({"step": _checkpoint_step(latest), "time": ownership.now(),
                         "changed": {k: {"old": old, "new": new}
                                     for k, (old, new) in sorted(allowed.items())}})
     record = {**settings, "config": dataclasses.asdict(config)}

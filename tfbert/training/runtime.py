@@ -19,8 +19,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from tfbert import rundir
 from tfbert.cpuinfo import host_cpu
-from tfbert.training import rundir
 from tfbert.training.distribute import get_strategy, tf_config_task
 from tfbert.training.optimization import create_optimizer
 

@@ -36,7 +36,7 @@ import socket
 from typing import Any
 
 from tfbert.errors import UserError
-from tfbert.ownership import command_line, now  # noqa: F401 - also this module's names
+from tfbert.ownership import command_line, now
 
 try:
     import fcntl
