@@ -117,7 +117,7 @@ BUILTIN_PHASE1_SEQ_LENGTH = 32
 # (bag-of-characters predictions), which a model leaves only after thousands of steps, and the
 # loss falls about as far per step at 32 tokens as at 128 (docs/performance.md, "The built-in
 # default pretraining"), so cheap steps win; 4 layers of hidden 256 get fewer steps and stay on
-# it, and transformers' BertForPreTraining sits on it the same way (`bench/mlm_dynamics.py`).
+# it, and transformers' BertForPreTraining sits on it the same way (`experiments/mlm_dynamics.py`).
 # No dropout: a run this short is far from overfitting (Geiping & Goldstein's "Cramming", 2022,
 # also turn it off), and the saved config says so, so fine-tuning this model runs without
 # encoder dropout as well.
