@@ -68,7 +68,7 @@ def make_records(workdir: str, num_documents: int, seq: int = SEQ) -> tuple[str,
 
 
 def keras_hub_dataset(pattern: str, vocab_file: str):
-    """The same job with keras-hub's layers (they lower-case with NFKC, see DESIGN.md)."""
+    """The same job with keras-hub's layers (they lower-case with NFKC, unlike the reference)."""
     import keras_hub
     import tensorflow as tf
 

@@ -26,7 +26,7 @@ epoch, scoring test), on the machine it ran on.
     python run_pretraining.py            # writes output/pretrain_default/model
     python -m bench.quality              # the table (about 15 minutes on 2 CPU cores)
     python -m bench.quality --setups ner --only pretrained,random_init \\
-        --pretrained A/model,B/model --plot docs/ner_vs_pretraining.png   # F1 against steps
+        --pretrained A/model,B/model --plot output/ner_vs_pretraining.png   # F1 against steps
     python -m bench.quality --setups sentiment --learning_rate 1e-4,3e-4,1e-3
                                          # each start runs every rate and keeps its best on dev
 
