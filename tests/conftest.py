@@ -1,4 +1,8 @@
-"""Shared fixtures: the real MiniLM checkpoint, a small Chinese vocab, quiet TensorFlow."""
+"""Shared fixtures: the real MiniLM checkpoint, a small Chinese vocab, tiny pretraining records,
+the export folder of the session, quiet TensorFlow.
+
+Helpers that tests call live in model_test_utils.py, export_test_utils.py and
+pretrain_test_utils.py; no test module imports another."""
 
 from __future__ import annotations
 
@@ -50,3 +54,17 @@ def chinese_vocab_file(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory, chinese_vocab_file) -> dict:
+    """pretrain_test_utils.make_tiny_data's records and tiny config, once per module."""
+    from pretrain_test_utils import make_tiny_data  # loads TensorFlow: only when a test asks
+
+    return make_tiny_data(tmp_path_factory.mktemp("pretrain_data"), chinese_vocab_file)
+
+
+@pytest.fixture(scope="session")
+def export_root(tmp_path_factory) -> str:
+    """Where export_test_utils.exported writes its tiny exports, once per session."""
+    return str(tmp_path_factory.mktemp("export"))

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from tfbert.config import BertConfig
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATOL = 1e-5
 
 
@@ -27,13 +28,27 @@ def op_types(fn, *args) -> set[str]:
     return {op.type for op in fn.get_concrete_function(*args).graph.get_operations()}
 
 
-def tiny_config(**overrides) -> BertConfig:
-    """A 2-layer, hidden-32 BERT that builds and runs in well under a second."""
+def tiny_config(vocab_file: str | None = None, **overrides) -> BertConfig:
+    """A 2-layer, hidden-32 BERT that builds and runs in well under a second.
+
+    Args:
+        vocab_file: str or None. When given, vocab_size is its number of lines.
+        **overrides: BertConfig fields to change.
+    """
     values = dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                   intermediate_size=64, max_position_embeddings=64, type_vocab_size=2,
                   hidden_act="gelu")
+    if vocab_file is not None:
+        with open(vocab_file, encoding="utf-8") as f:
+            values["vocab_size"] = sum(1 for _ in f)
     values.update(overrides)
     return BertConfig(**values)
+
+
+def tiny_config_file(path, vocab_file: str, **overrides) -> str:
+    """`tiny_config(vocab_file, **overrides)` written as a bert_config.json at `path`; its path."""
+    tiny_config(vocab_file, **overrides).to_json_file(str(path))
+    return str(path)
 
 
 def make_features(config: BertConfig, batch_size: int = 4, seq_length: int = 16,
@@ -63,6 +78,28 @@ def make_features(config: BertConfig, batch_size: int = 4, seq_length: int = 16,
         features["masked_lm_weights"] = weights
         features["next_sentence_labels"] = rng.integers(0, 2, (batch_size, 1)).astype("int32")
     return features
+
+
+def dense_model(seed: int = 1) -> keras.Model:
+    """A small dense regression model (8 -> 16 tanh -> LayerNorm -> 1) for optimizer and
+    runtime tests, its weights fixed by `seed`."""
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([
+        keras.Input((8,)),
+        keras.layers.Dense(16, activation="tanh", name="dense"),
+        keras.layers.LayerNormalization(name="layer_norm"),
+        keras.layers.Dense(1, name="out"),
+    ])
+
+
+def dense_data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """(x [n, 8], y [n, 1]) for dense_model: rows of very different scale, so gradients are well
+    above a clip norm of 1 and per-batch norms differ."""
+    rng = np.random.default_rng(0)
+    scale = np.linspace(0.1, 10, n, dtype="float32")[:, None]
+    x = rng.normal(size=(n, 8)).astype("float32") * scale
+    y = rng.normal(size=(n, 1)).astype("float32") * 5
+    return x, y
 
 
 def _numpy(outputs):

@@ -11,29 +11,18 @@ import sys
 
 import numpy as np
 import pytest
+from model_test_utils import REPO, tiny_config_file
 
 from tfbert.data import classification as data
 from tfbert.data import corpora
 from tfbert.errors import UserError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = [("这本书很好", "positive", "值得一读"), ("太差了", "negative", "不推荐")]
 
 
 def write(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
-    return str(path)
-
-
-def tiny_config(path, vocab_file, max_position_embeddings=64):
-    from tfbert import BertConfig
-
-    with open(vocab_file, encoding="utf-8") as f:
-        vocab_size = sum(1 for _ in f)
-    BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-               intermediate_size=64, max_position_embeddings=max_position_embeddings,
-               lower_case=False).to_json_file(str(path))
     return str(path)
 
 
@@ -143,7 +132,7 @@ def test_make_dataset_pairs_through_preprocessor(chinese_vocab_file):
 def test_run_classifier_script_on_sentiment(tmp_path, chinese_vocab_file):
     """run_classifier.py end to end on the built-in data with a tiny random-init model, then the
     saved model scored again without training."""
-    config = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
     out = tmp_path / "out"
     cmd = [sys.executable, os.path.join(REPO, "run_classifier.py"), f"--output_dir={out}",
            f"--bert_config_file={config}", f"--vocab_file={chinese_vocab_file}",
@@ -191,7 +180,7 @@ def test_run_classifier_on_tfds_pairs(tmp_path, chinese_vocab_file):
     tfds = pytest.importorskip("tensorflow_datasets")
     from tfbert.tasks.classifier import ClassifierConfig, run_classifier
 
-    config = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
     with tfds.testing.mock_data(num_examples=24):
         results = run_classifier(ClassifierConfig(
             output_dir=str(tmp_path / "out"), tfds_name="glue/mrpc",
@@ -226,7 +215,7 @@ def test_run_classifier_learns_jsonl_pairs(tmp_path, chinese_vocab_file):
     results = run_classifier(ClassifierConfig(
         output_dir=str(out), train_file=jsonl("train.jsonl", 384),
         dev_file=jsonl("dev.jsonl", 64), test_file=jsonl("test.jsonl", 8, labelled=False),
-        bert_config_file=tiny_config(tmp_path / "bert_config.json", chinese_vocab_file),
+        bert_config_file=tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file),
         vocab_file=chinese_vocab_file, max_seq_length=8, train_batch_size=32,
         num_train_epochs=6, learning_rate=3e-3, distribution_strategy="one_device",
         verbose=0))
@@ -249,7 +238,8 @@ def test_keras_api_doc_example_runs(tmp_path, chinese_vocab_file, monkeypatch):
     import tfbert
 
     encoder = tfbert.BertEncoder(tfbert.BertConfig.from_json_file(
-        tiny_config(tmp_path / "bert_config.json", chinese_vocab_file, 128)))
+        tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file,
+                         max_position_embeddings=128)))
     checkpoint = tmp_path / "pretrained"
     tfbert.save_pretrained(encoder, str(checkpoint), vocab_file=chinese_vocab_file)
     with open(os.path.join(REPO, "docs", "keras_api.md"), encoding="utf-8") as f:

@@ -12,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_test_utils import tiny_config_file
 
 import tfbert
 from tfbert.data import classification as data
@@ -493,12 +494,6 @@ def test_windowed_export_equals_keras_windows(tmp_path, chinese_vocab_file, mult
 # --- run_classifier end to end -------------------------------------------------------------------
 
 
-def _tiny_config(tmp_path, vocab_file):
-    from test_classifier import tiny_config
-
-    return tiny_config(tmp_path / "bert_config.json", vocab_file)
-
-
 @pytest.mark.slow
 def test_run_classifier_multi_label_file_then_eval_only(tmp_path, chinese_vocab_file):
     """A tiny model learns a multi-label task from JSONL (label "up" when the text holds 好,
@@ -521,7 +516,8 @@ def test_run_classifier_multi_label_file_then_eval_only(tmp_path, chinese_vocab_
                                     ensure_ascii=False) + "\n")
         return write(tmp_path, name, "".join(lines))
 
-    common = dict(bert_config_file=_tiny_config(tmp_path, chinese_vocab_file),
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
+    common = dict(bert_config_file=config,
                   vocab_file=chinese_vocab_file, max_seq_length=12, multi_label=True,
                   distribution_strategy="one_device", verbose=0)
     files = dict(train_file=jsonl("train.jsonl", 320), dev_file=jsonl("dev.jsonl", 64),
@@ -575,7 +571,8 @@ def test_run_classifier_windows_read_what_truncation_cuts(tmp_path, chinese_voca
 
     files = dict(train_file=tsv("train.tsv", 384), dev_file=tsv("dev.tsv", 64),
                  test_file=tsv("test.tsv", 64))
-    common = dict(**files, bert_config_file=_tiny_config(tmp_path, chinese_vocab_file),
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
+    common = dict(**files, bert_config_file=config,
                   vocab_file=chinese_vocab_file, max_seq_length=12, train_batch_size=16,
                   num_train_epochs=5, learning_rate=2e-3, distribution_strategy="one_device",
                   verbose=0)
@@ -606,9 +603,10 @@ def test_run_classifier_cli_people_daily_types(tmp_path, chinese_vocab_file):
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     weights = write(tmp_path, "w.json", '{"LOC": 1, "ORG": 3, "PER": 2}')
     out = tmp_path / "out"
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
     cmd = [sys.executable, os.path.join(repo, "run_classifier.py"), f"--output_dir={out}",
            "--task_name=people_daily_types", f"--class_weights={weights}",
-           f"--bert_config_file={_tiny_config(tmp_path, chinese_vocab_file)}",
+           f"--bert_config_file={config}",
            f"--vocab_file={chinese_vocab_file}", "--max_seq_length=32", "--train_batch_size=16",
            "--num_train_epochs=1", "--learning_rate=1e-3", "--max_train_examples=64",
            "--max_eval_examples=32", "--distribution_strategy=one_device"]

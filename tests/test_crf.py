@@ -9,9 +9,9 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_test_utils import check_model, make_features, tiny_config
 
 import tfbert
-from tests.model_test_utils import check_model, make_features, tiny_config
 from tfbert.layers.crf import CrfLoss, LinearChainCrf
 
 

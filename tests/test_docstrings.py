@@ -11,6 +11,8 @@ import random
 import shutil
 
 import pytest
+from export_test_utils import exported
+from pretrain_test_utils import run_create_pretraining_data
 
 import tfbert
 from tfbert.data import corpora
@@ -18,9 +20,6 @@ from tfbert.data import corpora
 
 @pytest.fixture(scope="module")
 def example_dir(tmp_path_factory, chinese_vocab_file) -> str:
-    from test_export import exported  # the tiny classification export of test_export.py
-    from test_pretraining_data import run_cli
-
     root = tmp_path_factory.mktemp("examples")
     shutil.copy(chinese_vocab_file, root / "vocab.txt")
     docs = corpora.people_daily_documents()[:60] + corpora.review_documents()[:200]
@@ -28,9 +27,10 @@ def example_dir(tmp_path_factory, chinese_vocab_file) -> str:
     text = root / "corpus.txt"
     text.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
     (root / "data").mkdir()
-    run_cli([f"--input_file={text}", f"--output_file={root / 'data' / 'pretrain.tfrecord'}",
-             f"--vocab_file={chinese_vocab_file}", "--max_seq_length=128", "--dupe_factor=1",
-             "--random_seed=1", "--num_shards=2", "--no_progress"])
+    run_create_pretraining_data([
+        f"--input_file={text}", f"--output_file={root / 'data' / 'pretrain.tfrecord'}",
+        f"--vocab_file={chinese_vocab_file}", "--max_seq_length=128", "--dupe_factor=1",
+        "--random_seed=1", "--num_shards=2", "--no_progress"])
     _, export_dir, _ = exported("classification", str(root / "exports"), chinese_vocab_file)
     shutil.copytree(export_dir, root / "saved_models" / "sentiment" / "1")
     return str(root)

@@ -18,6 +18,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from export_test_utils import NER_LABELS, SEQ, exported, load_signatures, tiny_model
 
 import tfbert
 from tfbert.data import corpora
@@ -25,55 +26,7 @@ from tfbert.data import ner as ner_data
 from tfbert.evaluation.ner import get_entities
 from tfbert.export import check_serving, export_model
 
-SEQ = 32
-NER_LABELS = list(ner_data.PEOPLE_DAILY_LABELS)
 TOLERANCE = 1e-5
-_CACHE: dict[str, tuple[str, str, dict]] = {}
-
-
-def tiny_model(kind: str, vocab_size: int):
-    """A random-init task model (init range 0.2 so logits are O(1), not ~0)."""
-    keras.utils.set_random_seed({"classification": 1, "ner": 2, "qa": 3}[kind])
-    config = tfbert.BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
-                               num_attention_heads=4, intermediate_size=64,
-                               max_position_embeddings=64, initializer_range=0.2)
-    encoder = tfbert.BertEncoder(config)
-    if kind == "classification":
-        return tfbert.BertClassifier(encoder, num_classes=2), {
-            "task": "classification", "labels": ["负面", "正面"], "max_seq_length": SEQ,
-            "lower_case": True}
-    if kind == "ner":
-        return tfbert.BertTokenClassifier(encoder, num_classes=len(NER_LABELS)), {
-            "task": "ner", "labels": NER_LABELS, "max_seq_length": SEQ, "lower_case": True,
-            "token_separator": ""}
-    return tfbert.BertSpanLabeler(encoder), {
-        "task": "qa", "max_seq_length": SEQ, "max_query_length": 8, "doc_stride": 8,
-        "max_answer_length": 6, "version_2_with_negative": False, "lower_case": True}
-
-
-def exported(kind: str, root: str, vocab_file: str) -> tuple[str, str, dict]:
-    """(model_dir, export_dir, export result) of a tiny `kind` model, built once per session.
-    The classification export goes through the command line."""
-    if kind not in _CACHE:
-        model_dir = os.path.join(root, kind, "model")
-        export_dir = os.path.join(root, "saved_models", kind, "1")
-        model, metadata = tiny_model(kind, len(open(vocab_file, encoding="utf-8").readlines()))
-        tfbert.save_pretrained(model, model_dir, vocab_file=vocab_file, metadata=metadata)
-        if kind == "classification":
-            from tfbert.export.__main__ import main
-
-            assert main([f"--model_dir={model_dir}", f"--export_dir={export_dir}"]) == 0
-            result = json.load(open(os.path.join(export_dir, "assets.extra",
-                                                 "tfbert_export.json"), encoding="utf-8"))
-        else:
-            result = export_model(model_dir, export_dir)
-        _CACHE[kind] = (model_dir, export_dir, result)
-    return _CACHE[kind]
-
-
-@pytest.fixture(scope="session")
-def export_root(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("export"))
 
 
 def chinese_texts() -> list[str]:
@@ -122,25 +75,13 @@ def test_layout_signatures_and_serving_check(kind, export_root, chinese_vocab_fi
 # --- parity with the Keras model ------------------------------------------------------------------
 
 
-_LOADED: dict[str, tuple] = {}
-
-
-def _load(export_dir: str):
-    """(serving_default, serve_ids) of a loaded export, loaded once per session."""
-    if export_dir not in _LOADED:
-        loaded = tf.saved_model.load(export_dir)
-        _LOADED[export_dir] = (loaded, loaded.signatures["serving_default"],
-                               loaded.signatures["serve_ids"])
-    return _LOADED[export_dir][1:]
-
-
 def test_classification_parity(export_root, chinese_vocab_file):
     model_dir, export_dir, _ = exported("classification", export_root, chinese_vocab_file)
     texts = chinese_texts()
     model = tfbert.checkpoints.load_model(model_dir)
     features = tfbert.BertPreprocessor(chinese_vocab_file, SEQ)(tf.constant(texts))
     want = model(features, training=False).numpy()
-    serve_text, serve_ids = _load(export_dir)
+    serve_text, serve_ids = load_signatures(export_dir)
     got = serve_text(text=tf.constant(texts))
     np.testing.assert_allclose(got["logits"].numpy(), want, atol=TOLERANCE)
     np.testing.assert_allclose(got["probabilities"].numpy(), tf.nn.softmax(want).numpy(),
@@ -170,7 +111,7 @@ def test_bfloat16_export_close_to_float32(export_root, chinese_vocab_file):
               encoding="utf-8") as f:
         assert json.load(f)["dtype"] == "bfloat16"
     texts = tf.constant(chinese_texts())
-    want = _load(export_dir)[0](text=texts)
+    want = load_signatures(export_dir)[0](text=texts)
     got = loaded.signatures["serving_default"](text=texts)
     assert got["logits"].dtype == tf.float32
     scale = np.abs(want["logits"].numpy()).max()
@@ -207,8 +148,8 @@ def test_xla_export_matches_and_is_flagged(export_root, chinese_vocab_file):
     plain = check_serving.check_saved_model(export_dir)
     assert not any("XLA" in w for w in plain.warnings["2.20"])
     texts = tf.constant(chinese_texts())
-    want_text, want_ids = _load(export_dir)
-    got_text, got_ids = _load(xla_dir)
+    want_text, want_ids = load_signatures(export_dir)
+    got_text, got_ids = load_signatures(xla_dir)
     np.testing.assert_allclose(got_text(text=texts)["logits"].numpy(),
                                want_text(text=texts)["logits"].numpy(), atol=TOLERANCE)
     features = tfbert.BertPreprocessor(chinese_vocab_file, SEQ)(texts)
@@ -229,7 +170,7 @@ def test_ner_parity_with_training_decode(export_root, chinese_vocab_file):
     features = ner_data.encode_examples(examples, tokenizer, SEQ, NER_LABELS)
     logits = model(features.inputs(), training=False).numpy()
     tags = ner_data.decode_predictions(features, logits.argmax(-1), NER_LABELS)
-    serve_text, serve_ids = _load(export_dir)
+    serve_text, serve_ids = load_signatures(export_dir)
     got = {k: v.numpy() for k, v in serve_text(text=tf.constant(texts)).items()}
     np.testing.assert_allclose(got["logits"], logits, atol=TOLERANCE)
     total = 0
@@ -278,7 +219,7 @@ def test_qa_parity_with_training_decode(export_root, chinese_vocab_file):
               for k in ("input_ids", "input_mask", "segment_ids")}
     model = tfbert.checkpoints.load_model(model_dir)
     out = {k: v.numpy() for k, v in model(inputs, training=False).items()}
-    serve_text, serve_ids = _load(export_dir)
+    serve_text, serve_ids = load_signatures(export_dir)
     got = {k: v.numpy() for k, v in serve_text(text=tf.constant(questions),
                                                text_b=tf.constant(contexts)).items()}
     for i, example in enumerate(examples):
@@ -338,7 +279,7 @@ def test_fresh_process_load_equals_in_process(export_root, chinese_vocab_file):
     fresh = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not [m for m in fresh["loaded"] if not m.startswith("keras")], fresh["loaded"]
     for kind, (export_dir, inputs) in args.items():
-        here = _load(export_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
+        here = load_signatures(export_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
         for name, value in here.items():
             if value.dtype == tf.string:
                 assert fresh["out"][kind][name] == [x.decode() for x in value.numpy().ravel()]
@@ -352,7 +293,7 @@ def test_fresh_process_load_equals_in_process(export_root, chinese_vocab_file):
 
 def test_bad_input_gives_errors_or_defined_results(export_root, chinese_vocab_file):
     _, export_dir, _ = exported("ner", export_root, chinese_vocab_file)
-    serve_text, serve_ids = _load(export_dir)
+    serve_text, serve_ids = load_signatures(export_dir)
     # Invalid UTF-8: decoded with U+FFFD replacement; offsets and texts refer to that string.
     bad = b"\xff\xfe\xe4\xb8" + "北京欢迎你".encode() + b"\xc3"
     out = serve_text(text=tf.constant([bad, "北京欢迎你".encode()]))
@@ -384,7 +325,7 @@ def test_bad_input_gives_errors_or_defined_results(export_root, chinese_vocab_fi
 
 def test_concurrent_requests_match_sequential(export_root, chinese_vocab_file):
     _, export_dir, _ = exported("classification", export_root, chinese_vocab_file)
-    serve_text, _ = _load(export_dir)
+    serve_text, _ = load_signatures(export_dir)
     texts = corpora.people_daily_lines()[:40] + ["", "好"]
     requests = [texts[i % len(texts):i % len(texts) + 1 + i % 3] for i in range(320)]
     want = [serve_text(text=tf.constant(r))["logits"].numpy() for r in requests]
@@ -487,10 +428,10 @@ def test_pair_classifier_and_encoder_signatures(tmp_path, chinese_vocab_file):
 
 
 def test_trimmed_length():
-    from tfbert.export.saved_model import _trimmed_length
+    from tfbert.export.graph_ops import trimmed_length
 
     def length(rows, t: int = 32) -> int:
-        return int(_trimmed_length(tf.constant(rows, tf.int32, shape=np.shape(rows)), t))
+        return int(trimmed_length(tf.constant(rows, tf.int32, shape=np.shape(rows)), t))
 
     assert length([[1] * 5 + [0] * 27]) == 16
     assert length([[1] * 17 + [0] * 15]) == 32
@@ -661,8 +602,8 @@ def test_cpu_streams_export_equals_the_plain_export(kinds, export_root, chinese_
         inputs = {"text": texts}
         if kind == "qa":
             inputs["text_b"] = texts[::-1]
-        want = _load(export_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
-        got = _load(streams_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
+        want = load_signatures(export_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
+        got = load_signatures(streams_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
         for name, value in want.items():
             if value.dtype.is_floating:
                 np.testing.assert_allclose(got[name].numpy(), value.numpy(), atol=TOLERANCE,
@@ -679,7 +620,7 @@ def test_cpu_streams_export_equals_the_plain_export(kinds, export_root, chinese_
     assert proc.returncode == 0, proc.stderr[-3000:]
     fresh = json.loads(proc.stdout.strip().splitlines()[-1])["out"]
     for kind, (streams_dir, inputs) in args.items():
-        here = _load(streams_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
+        here = load_signatures(streams_dir)[0](**{k: tf.constant(v) for k, v in inputs.items()})
         for name, value in here.items():
             if value.dtype == tf.string:
                 assert fresh[kind][name] == [x.decode() for x in value.numpy().ravel()]

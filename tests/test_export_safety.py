@@ -2,7 +2,7 @@
 against a second export, leaves the previous version whole through a failure, a full disk or a
 kill -9, and its signatures (SavedModel and TFLite) check their inputs.
 
-A tiny classifier (test_export.tiny_model: 2 layers, hidden 32, max_seq_length 32) is exported
+A tiny classifier (export_test_utils.tiny_model: 2 layers, hidden 32, max_seq_length 32) is exported
 once per module; tests copy that export wherever they need earlier versions. Folder tests hash
 every file (path and bytes) under their temp folder before and after; `tree(..., lock=False)`
 leaves out the export lock file (`.tfbert.lock`, which stays in a model folder an export used).
@@ -26,7 +26,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_export import SEQ, tiny_model
+from export_test_utils import SEQ, tiny_model
 
 import tfbert
 from tfbert.errors import UserError

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_pretraining_data import run_cli  # create_pretraining_data.py, in this process
+from pretrain_test_utils import run_create_pretraining_data
 
 from tfbert.data import corpora, google_records, instances, records
 from tfbert.data.pretraining import pretraining_dataset
@@ -214,9 +214,10 @@ def written(chinese_vocab_file, tmp_path_factory):
     corpus.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
     common = [f"--input_file={corpus}", f"--vocab_file={chinese_vocab_file}",
               "--max_seq_length=64", "--dupe_factor=2", "--random_seed=5", "--no_progress"]
-    run_cli(common + [f"--output_file={root / 'text.tfrecord'}"])
-    stats = run_cli(common + [f"--output_file={root / 'google.tfrecord'}",
-                              "--output_format=google", "--max_predictions_per_seq=10"])
+    run_create_pretraining_data(common + [f"--output_file={root / 'text.tfrecord'}"])
+    stats = run_create_pretraining_data(common + [f"--output_file={root / 'google.tfrecord'}",
+                                                  "--output_format=google",
+                                                  "--max_predictions_per_seq=10"])
     return str(root / "text.tfrecord"), str(root / "google.tfrecord"), stats
 
 

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from model_test_utils import tiny_config_file
 
 from tfbert.data import benchmarks
 from tfbert.errors import UserError
@@ -121,13 +122,12 @@ def test_missing_file_names_the_layout(tmp_path):
 def test_google_command_line_mrpc(tmp_path, chinese_vocab_file):
     """google-research/bert's MRPC command (plus tfbert's tiny model) runs: eval_results.txt and
     test_results.tsv in google's formats beside results.json; TPU flags are accepted."""
-    from test_classifier import tiny_config
-
     out = tmp_path / "out"
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
     cmd = [sys.executable, os.path.join(REPO, "run_classifier.py"), "--task_name=MRPC",
            f"--data_dir={os.path.join(DATA, 'MRPC')}", "--do_train=true", "--do_eval=true",
            "--do_predict=true", f"--vocab_file={chinese_vocab_file}",
-           f"--bert_config_file={tiny_config(tmp_path / 'bert_config.json', chinese_vocab_file)}",
+           f"--bert_config_file={config}",
            "--max_seq_length=16", "--train_batch_size=2", "--learning_rate=2e-5",
            "--num_train_epochs=1.0", f"--output_dir={out}", "--save_checkpoints_steps=500",
            "--iterations_per_loop=1000", "--use_tpu=false", "--predict_batch_size=2",
@@ -164,8 +164,6 @@ def test_data_dir_runs_nothing_unless_asked(tmp_path):
 def test_mnli_scores_dev_mismatched_and_eval_only_rerun(tmp_path, chinese_vocab_file):
     """MNLI reports dev_mismatched beside dev; a fine-tuned model scores again without training
     (global_step 0) and keeps the task's label order."""
-    from test_classifier import tiny_config
-
     from tfbert.tasks.classifier import ClassifierConfig, run_classifier
 
     common = dict(task_name="MNLI", data_dir=os.path.join(DATA, "MNLI"), max_seq_length=16,
@@ -173,7 +171,7 @@ def test_mnli_scores_dev_mismatched_and_eval_only_rerun(tmp_path, chinese_vocab_
     out = tmp_path / "out"
     results = run_classifier(ClassifierConfig(
         output_dir=str(out), do_train=True, do_predict=True, train_batch_size=2,
-        bert_config_file=tiny_config(tmp_path / "bert_config.json", chinese_vocab_file),
+        bert_config_file=tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file),
         vocab_file=chinese_vocab_file, **common))
     assert results["labels"] == ["contradiction", "entailment", "neutral"]
     assert (results["dev"]["num_examples"], results["dev_mismatched"]["num_examples"]) == (3, 2)

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 from absl import flags
+from model_test_utils import tiny_config_file
 
 from tfbert.cli import common_flags
 from tfbert.errors import UserError
@@ -396,13 +397,11 @@ def test_early_stopping_needs_a_dev_set():
 
 
 def tiny_classifier_config(tmp_path, vocab_file, **overrides):
-    from test_classifier import tiny_config
-
     from tfbert.tasks.classifier import ClassifierConfig
 
     return ClassifierConfig(**{
         "output_dir": str(tmp_path / "out"), "task_name": "sentiment",
-        "bert_config_file": tiny_config(tmp_path / "bert_config.json", vocab_file),
+        "bert_config_file": tiny_config_file(tmp_path / "bert_config.json", vocab_file),
         "vocab_file": vocab_file, "max_seq_length": 16, "train_batch_size": 16,
         "num_train_epochs": 1, "learning_rate": 1e-3, "max_train_examples": 64,
         "max_eval_examples": 32, "distribution_strategy": "one_device", "verbose": 0,
@@ -467,14 +466,13 @@ def test_ner_and_squad_command_lines_run_a_grid(tmp_path, chinese_vocab_file, sc
                                                 task):
     """run_ner.py and run_squad.py on their built-in data: the grid picks by dev F1, early
     stopping applies in every combination, output_dir holds the best model."""
-    from test_classifier import tiny_config
-
     from tfbert import checkpoints
 
     out = tmp_path / "out"
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
     run = subprocess.run(
         [sys.executable, os.path.join(REPO, script), f"--output_dir={out}",
-         f"--bert_config_file={tiny_config(tmp_path / 'bert_config.json', chinese_vocab_file)}",
+         f"--bert_config_file={config}",
          f"--vocab_file={chinese_vocab_file}", "--max_train_examples=32",
          "--max_eval_examples=16", "--num_train_epochs=3", "--early_stopping_patience=1",
          "--distribution_strategy=one_device", "--verbose=0", *args],

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_run_pretraining import tiny_data  # noqa: F401 - a fixture
+from pretrain_test_utils import pretrain_config, pretrain_flags
 
 from tfbert import rundir
 from tfbert.errors import NonFiniteLoss, UserError, error_line, failure_notes, run_cli
@@ -295,13 +295,12 @@ def test_ctrl_c_during_finetuning_keeps_the_previous_run(tmp_path):
 
 
 @pytest.mark.slow  # 30-60 s (a process and pretraining records)
-def test_ctrl_c_during_pretraining_keeps_its_checkpoints(tmp_path, tiny_data):  # noqa: F811
-    from test_run_pretraining import _config, _flags
+def test_ctrl_c_during_pretraining_keeps_its_checkpoints(tmp_path, tiny_data):
 
     out = tmp_path / "run"
-    config = _config(tiny_data, out, num_train_steps=40, save_checkpoints_steps=10,
-                     eval_input_file=None)
-    done = _ctrl_c("run_pretraining", 13, _flags(config))
+    config = pretrain_config(tiny_data, out, num_train_steps=40, save_checkpoints_steps=10,
+                             eval_input_file=None)
+    done = _ctrl_c("run_pretraining", 13, pretrain_flags(config))
     assert done.returncode == 130, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     checkpoints = out / "checkpoints"

@@ -9,11 +9,12 @@ import sys
 
 import numpy as np
 import pytest
+from model_test_utils import REPO, tiny_config_file
+from task_test_utils import learnable_conll_lines
 
 from tfbert.data import ner
 from tfbert.evaluation import entity_metrics, get_entities
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
 
 
@@ -178,21 +179,10 @@ def test_make_dataset_masks_ignored_positions(english_vocab):
 # --- end to end -----------------------------------------------------------------------------------
 
 
-def tiny_config(path, vocab_file):
-    from tfbert import BertConfig
-
-    with open(vocab_file, encoding="utf-8") as f:
-        vocab_size = sum(1 for _ in f)
-    BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-               intermediate_size=64, max_position_embeddings=64,
-               lower_case=False).to_json_file(str(path))
-    return str(path)
-
-
 @pytest.mark.slow  # (the library run is tested fast; this adds the script's flags)
 def test_run_ner_script_on_people_daily(tmp_path, chinese_vocab_file):
     """run_ner.py end to end on the built-in data with a tiny random-init model."""
-    config = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
     out = tmp_path / "out"
     cmd = [sys.executable, os.path.join(REPO, "run_ner.py"), f"--output_dir={out}",
            f"--bert_config_file={config}", f"--vocab_file={chinese_vocab_file}",
@@ -233,26 +223,6 @@ def test_run_ner_script_on_people_daily(tmp_path, chinese_vocab_file):
     assert metadata["max_seq_length"] == 32
 
 
-def learnable_conll_lines() -> list[str]:
-    """CoNLL lines (token<TAB>tag, a blank line after each of 96 sentences) a tiny model learns:
-    "bert" is always an ORG, "model c" always a LOC, among 6 filler tokens (9 tokens each)."""
-    rng = np.random.default_rng(0)
-    lines = []
-    for _ in range(96):
-        sentence = list(rng.choice(["the", "a", "b"], size=6))
-        sentence.insert(int(rng.integers(0, 6)), "bert")
-        position = int(rng.integers(0, 6))
-        sentence[position:position] = ["model", "c"]
-        tags = ["O"] * len(sentence)
-        for i, w in enumerate(sentence):
-            if w == "bert":
-                tags[i] = "B-ORG"
-            elif w == "model":
-                tags[i], tags[i + 1] = "B-LOC", "I-LOC"
-        lines += [f"{w}\t{t}" for w, t in zip(sentence, tags, strict=True)] + [""]
-    return lines
-
-
 @pytest.mark.slow  # 11 s; fast: test_ner_kit's end-to-end runs on the same CoNLL lines
 def test_run_ner_learns_conll_file_and_reloads(tmp_path, chinese_vocab_file):
     """A tiny model learns a trivially learnable CoNLL file; eval-only reload gives the same F1."""
@@ -260,7 +230,7 @@ def test_run_ner_learns_conll_file_and_reloads(tmp_path, chinese_vocab_file):
 
     lines = learnable_conll_lines()
     train = write(tmp_path, "train.txt", "\n".join(lines))
-    config = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
     common = dict(vocab_file=chinese_vocab_file, max_seq_length=16, eval_batch_size=32,
                   distribution_strategy="one_device", verbose=0)
     results = run_ner(NerConfig(output_dir=str(tmp_path / "out"), train_file=train,

@@ -12,6 +12,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_test_utils import tiny_config_file
+from task_test_utils import learnable_conll_lines
 
 import tfbert
 from tfbert.data import corpora, ner
@@ -384,13 +386,12 @@ def test_run_ner_windows_crf_all_pieces_learns_and_reloads(tmp_path, chinese_voc
     """run_ner end to end on sentences longer than one window (max_seq_length 8), with a CRF
     and labels on all pieces: it learns, every token is predicted, and an eval-only reload
     scores the same."""
-    from tests.test_ner import learnable_conll_lines, tiny_config
     from tfbert.tasks.ner import NerConfig, run_ner
 
     lines = learnable_conll_lines()
     train = tmp_path / "train.txt"
     train.write_text("\n".join(lines), encoding="utf-8")
-    config = tiny_config(tmp_path / "bert_config.json", chinese_vocab_file)
+    config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
     common = dict(vocab_file=chinese_vocab_file, max_seq_length=8, doc_stride=3,
                   eval_batch_size=32, distribution_strategy="one_device", verbose=0,
                   label_alignment="all")

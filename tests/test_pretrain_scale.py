@@ -20,7 +20,8 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_run_pretraining import REPO, _config, _flags, _free_ports, _weights, tiny_data  # noqa: F401
+from model_test_utils import REPO
+from pretrain_test_utils import free_ports, pretrain_config, pretrain_flags, saved_weights
 
 from tfbert.data import records
 from tfbert.data.pretraining import pretraining_stream, worker_rows
@@ -225,7 +226,7 @@ def _timed_run(config: PretrainConfig) -> tuple[dict, tuple[float, float]]:
 
 
 def _assert_same_weights(a: str, b: str) -> None:
-    expected, actual = _weights(a), _weights(b)
+    expected, actual = saved_weights(a), saved_weights(b)
     assert expected.keys() == actual.keys()
     for name in expected:
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
@@ -233,16 +234,16 @@ def _assert_same_weights(a: str, b: str) -> None:
 
 
 @pytest.mark.slow
-def test_kill_9_at_a_late_step_resumes_at_once(tiny_data, tmp_path):  # noqa: F811
+def test_kill_9_at_a_late_step_resumes_at_once(tiny_data, tmp_path):
     """A run killed after step 1,000 (8,000 examples in: 22 epochs of the tiny data) takes the
     CPU time a fresh run takes to its first step (within a second), and ends with the
     uninterrupted run's weights."""
     settings = dict(num_train_steps=1010, save_checkpoints_steps=500, eval_input_file=None,
                     log_steps=500, num_warmup_steps=10, learning_rate=1e-3)
-    _, fresh = _timed_run(_config(tiny_data, tmp_path / "uninterrupted", **settings))
+    _, fresh = _timed_run(pretrain_config(tiny_data, tmp_path / "uninterrupted", **settings))
     out = tmp_path / "killed"
     command = [sys.executable, os.path.join(REPO, "run_pretraining.py"),
-               *_flags(_config(tiny_data, out, **settings))]
+               *pretrain_flags(pretrain_config(tiny_data, out, **settings))]
     proc = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -256,7 +257,7 @@ def test_kill_9_at_a_late_step_resumes_at_once(tiny_data, tmp_path):  # noqa: F8
     finally:
         proc.wait(timeout=60)
     assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-1000")
-    results, resumed = _timed_run(_config(tiny_data, out, **settings))
+    results, resumed = _timed_run(pretrain_config(tiny_data, out, **settings))
     print(f"to the first step: fresh run {fresh[0]:.2f} s wall, {fresh[1]:.2f} s CPU; resumed "
           f"at step 1000 {resumed[0]:.2f} s wall, {resumed[1]:.2f} s CPU")
     assert results["global_step"] == 1010 and results["examples_trained"] == 80
@@ -265,7 +266,7 @@ def test_kill_9_at_a_late_step_resumes_at_once(tiny_data, tmp_path):  # noqa: F8
 
 
 def _workers(config: PretrainConfig, ports: list[int]) -> list[subprocess.Popen]:
-    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *_flags(config)]
+    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *pretrain_flags(config)]
     cluster = {"worker": [f"localhost:{p}" for p in ports]}
     procs = []
     for index in range(len(ports)):
@@ -284,7 +285,7 @@ def _finish(procs: list[subprocess.Popen]) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_two_workers_share_the_input_and_resume_after_kill_9(tiny_data, tmp_path):  # noqa: F811
+def test_two_workers_share_the_input_and_resume_after_kill_9(tiny_data, tmp_path):
     """Two MultiWorkerMirroredStrategy workers on localhost: each makes about half the
     examples; a kill -9 of both after a checkpoint, then the same command, gives the weights of
     the uninterrupted run (itself equal to a second uninterrupted run)."""
@@ -293,7 +294,7 @@ def test_two_workers_share_the_input_and_resume_after_kill_9(tiny_data, tmp_path
     runs = {}
     for name in ("a", "b"):
         out = tmp_path / name
-        runs[name] = _finish(_workers(_config(tiny_data, out, **settings), _free_ports(2)))
+        runs[name] = _finish(_workers(pretrain_config(tiny_data, out, **settings), free_ports(2)))
     for results in runs["a"]:
         assert results["global_step"] == 12 and results["input_workers"] == 2
         made = [results[f"worker{i}_input_examples"] for i in range(2)]
@@ -302,8 +303,8 @@ def test_two_workers_share_the_input_and_resume_after_kill_9(tiny_data, tmp_path
     _assert_same_weights(str(tmp_path / "a" / "model"), str(tmp_path / "b" / "model"))
 
     out = tmp_path / "killed"
-    config = _config(tiny_data, out, **settings)
-    procs = _workers(config, _free_ports(2))
+    config = pretrain_config(tiny_data, out, **settings)
+    procs = _workers(config, free_ports(2))
     try:
         deadline = time.time() + 900
         while not glob.glob(str(out / "checkpoints" / "ckpt-8.index")):
@@ -317,7 +318,7 @@ def test_two_workers_share_the_input_and_resume_after_kill_9(tiny_data, tmp_path
         for p in procs:
             p.wait(timeout=60)
     saved = tf.train.latest_checkpoint(str(out / "checkpoints"))
-    resumed = _finish(_workers(config, _free_ports(2)))
+    resumed = _finish(_workers(config, free_ports(2)))
     killed_at = int(saved.rsplit("-", 1)[1])
     assert [r["global_step"] for r in resumed] == [12, 12]
     assert resumed[0]["examples_trained"] == (12 - killed_at) * 8

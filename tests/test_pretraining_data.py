@@ -7,27 +7,16 @@ the built-in corpus) with the real tokenizer and vocab; the statistics cover > 1
 from __future__ import annotations
 
 import gzip as gzip_lib
-import importlib.util
-import os
 import random
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from pretrain_test_utils import run_create_pretraining_data
 
 from tfbert.data import corpora, instances, records
 
 SEQ, PRED = 128, 20
-CLI = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data_tools",
-                   "create_pretraining_data.py")
-
-
-def run_cli(argv: list[str]) -> instances.Stats:
-    """`python data_tools/create_pretraining_data.py ARGV`, in this process."""
-    spec = importlib.util.spec_from_file_location("create_pretraining_data", CLI)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +39,7 @@ def text_file(documents, tmp_path_factory) -> str:
 def record_files(text_file, chinese_vocab_file, tmp_path_factory) -> tuple[list[str], object]:
     """Three GZIP shards with jieba word starts, written by the command line."""
     out = tmp_path_factory.mktemp("records") / "pretrain.tfrecord"
-    stats = run_cli([
+    stats = run_create_pretraining_data([
         f"--input_file={text_file}", f"--output_file={out}", f"--vocab_file={chinese_vocab_file}",
         f"--max_seq_length={SEQ}", "--short_seq_prob=0.1", "--dupe_factor=1",
         "--random_seed=7", "--num_shards=3", "--whole_word_mask", "--gzip", "--no_progress"])
@@ -432,7 +421,7 @@ def test_builtin_corpus_end_to_end(chinese_vocab_file, tmp_path):
     from tfbert.data import pretraining_dataset
 
     out = tmp_path / "builtin.tfrecord"
-    stats = run_cli([
+    stats = run_create_pretraining_data([
         f"--output_file={out}", f"--vocab_file={chinese_vocab_file}", "--dupe_factor=1",
         "--num_shards=4", "--whole_word_mask", "--no_progress"])
     assert stats.documents > 20_000 and stats.instances > 30_000

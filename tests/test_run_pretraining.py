@@ -7,7 +7,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,51 +16,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from model_test_utils import NaNWeightsAt
+from model_test_utils import REPO, NaNWeightsAt, tiny_config
+from pretrain_test_utils import free_ports, pretrain_config, pretrain_flags, saved_weights
 
 from tfbert.config import BertConfig
 from tfbert.training import builtin_data, pretrain, reports, runtime
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-            max_position_embeddings=64, hidden_act="gelu", lower_case=True)
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory, chinese_vocab_file):
-    """Pretraining records from 400 People's Daily documents (+ 40 held out), a tiny config."""
-    from tfbert.data import corpora, instances
-    from tfbert.text.vocab import load_vocab
-
-    root = tmp_path_factory.mktemp("pretrain_data")
-    docs = [d for d in corpora.people_daily_documents() if len(d) >= 2]
-    options = instances.InstanceOptions(max_seq_length=32, dupe_factor=1)
-    _, train = instances.create_pretraining_data(str(root / "train.tfrecord"),
-                                                 chinese_vocab_file, documents=docs[:400],
-                                                 options=options, num_shards=2, progress=False)
-    stats, evaluation = instances.create_pretraining_data(str(root / "eval.tfrecord"),
-                                                          chinese_vocab_file,
-                                                          documents=docs[400:440],
-                                                          options=options, progress=False)
-    assert stats.instances >= 16
-    config = dict(TINY, vocab_size=len(load_vocab(chinese_vocab_file)))
-    config_file = root / "bert_config.json"
-    config_file.write_text(json.dumps(config))
-    return {"train": ",".join(train), "eval": evaluation[0], "vocab": chinese_vocab_file,
-            "config": str(config_file), "vocab_size": config["vocab_size"]}
-
-
-def _config(data, output_dir, **overrides) -> PretrainConfig:
-    values = dict(input_file=data["train"], eval_input_file=data["eval"],
-                  vocab_file=data["vocab"], bert_config_file=data["config"],
-                  output_dir=str(output_dir), max_seq_length=32, max_predictions_per_seq=5,
-                  train_batch_size=8, eval_batch_size=8, num_train_steps=40,
-                  num_warmup_steps=4, learning_rate=1e-2, save_checkpoints_steps=20,
-                  max_eval_steps=2, log_steps=10, distribution_strategy="one_device",
-                  mixed_precision="float32", verbose=0)
-    values.update(overrides)
-    return PretrainConfig(**values)
 
 
 def test_auto_precision_follows_the_hardware(monkeypatch):
@@ -124,27 +84,6 @@ def test_builtin_default_schedule():
                           num_train_steps=100, num_warmup_steps=10).phase1_steps == 50
 
 
-def _flags(config: PretrainConfig) -> list[str]:
-    """run_pretraining.py's flags for `config`, the input files first (a lock message shows the
-    start of the holder's command line)."""
-    skip = {"verbose", "cache_dir", "default_num_shards"}
-    out = []
-    for name, value in sorted(vars(config).items(), key=lambda item: item[0] != "input_file"):
-        if value is None or name in skip:
-            continue
-        if isinstance(value, bool):
-            out.append(f"--{name}" if value else f"--no{name}")
-        else:
-            out.append(f"--{name}={value}")
-    return out
-
-
-def _weights(model_dir: str) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load_file
-
-    return load_file(os.path.join(model_dir, "model.safetensors"))
-
-
 def _events(directory: str) -> dict[str, list[tuple[int, float]]]:
     out: dict[str, list[tuple[int, float]]] = {}
     for path in sorted(glob.glob(os.path.join(directory, "events*"))):
@@ -160,7 +99,7 @@ def test_tiny_pretraining_learns_and_writes_results(tiny_data, tmp_path):
     from tfbert import checkpoints
 
     out = tmp_path / "run"
-    results = run_pretraining(_config(tiny_data, out))
+    results = run_pretraining(pretrain_config(tiny_data, out))
     on_disk = json.loads((out / "pretrain_results.json").read_text())
     assert on_disk == pytest.approx(results, nan_ok=True)
     for key in ("masked_lm_accuracy", "next_sentence_accuracy", "loss", "global_step",
@@ -196,11 +135,11 @@ def test_tiny_pretraining_learns_and_writes_results(tiny_data, tmp_path):
     assert checkpoints.read_metadata(str(out / "model"))["global_step"] == 40
 
     # A larger num_train_steps continues from step 40; the same one has nothing left to do.
-    more = run_pretraining(_config(tiny_data, out, num_train_steps=50))
+    more = run_pretraining(pretrain_config(tiny_data, out, num_train_steps=50))
     assert more["global_step"] == 50
     assert [h["step"] for h in json.loads((out / "pretrain_history.json").read_text())] \
         == [20, 40, 50]
-    again = run_pretraining(_config(tiny_data, out, num_train_steps=50))
+    again = run_pretraining(pretrain_config(tiny_data, out, num_train_steps=50))
     assert again["global_step"] == 50 and again["examples_trained"] == 0
 
 
@@ -209,13 +148,13 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
     """kill -9 a real run_pretraining.py process after a checkpoint, rerun the same command:
     it ends at the requested step with the weights of an uninterrupted run."""
     reference = tmp_path / "uninterrupted"
-    run_pretraining(_config(tiny_data, reference, num_train_steps=40,
-                            save_checkpoints_steps=5, eval_input_file=None))
+    run_pretraining(pretrain_config(tiny_data, reference, num_train_steps=40,
+                                    save_checkpoints_steps=5, eval_input_file=None))
 
     out = tmp_path / "killed"
-    config = _config(tiny_data, out, num_train_steps=40, save_checkpoints_steps=5,
-                     eval_input_file=None)
-    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *_flags(config)]
+    config = pretrain_config(tiny_data, out, num_train_steps=40, save_checkpoints_steps=5,
+                             eval_input_file=None)
+    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *pretrain_flags(config)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -242,7 +181,7 @@ def test_resume_after_kill_matches_uninterrupted_run(tiny_data, tmp_path):
     results = json.loads((out / "pretrain_results.json").read_text())
     assert results["global_step"] == 40
     assert results["examples_trained"] == (40 - killed_at) * 8
-    expected, actual = _weights(str(reference / "model")), _weights(str(out / "model"))
+    expected, actual = saved_weights(str(reference / "model")), saved_weights(str(out / "model"))
     assert expected.keys() == actual.keys()
     for name in expected:
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
@@ -269,7 +208,7 @@ def test_sequence_length_schedule_trains_short_first_and_resumes_exactly(tiny_da
     phased = dict(num_train_steps=20, save_checkpoints_steps=5, phase1_seq_length=16,
                   phase1_fraction=0.5, phase1_input_file=tiny_data["train"])
     reference = tmp_path / "uninterrupted"
-    results = run_pretraining(_config(tiny_data, reference, **phased))
+    results = run_pretraining(pretrain_config(tiny_data, reference, **phased))
     assert results["global_step"] == 20
     history = json.loads((reference / "pretrain_history.json").read_text())
     assert [(h["step"], h["seq_length"]) for h in history] == [
@@ -282,17 +221,17 @@ def test_sequence_length_schedule_trains_short_first_and_resumes_exactly(tiny_da
 
     out = tmp_path / "crashed"
     with pytest.raises(KeyboardInterrupt):
-        run_pretraining(_config(tiny_data, out, **phased), callbacks=[_CrashAt(8)])
+        run_pretraining(pretrain_config(tiny_data, out, **phased), callbacks=[_CrashAt(8)])
     assert tf.train.latest_checkpoint(str(out / "checkpoints")).endswith("ckpt-5")
-    resumed = run_pretraining(_config(tiny_data, out, **phased))
+    resumed = run_pretraining(pretrain_config(tiny_data, out, **phased))
     assert resumed["global_step"] == 20 and resumed["examples_trained"] == 15 * 8
-    expected, actual = _weights(str(reference / "model")), _weights(str(out / "model"))
+    expected, actual = saved_weights(str(reference / "model")), saved_weights(str(out / "model"))
     for name in expected:
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6,
                                    err_msg=name)
     # Turning the first phase off on resume changes the batches still to come: refused.
     with pytest.raises(ValueError, match="phase1 was .* now 'off'"):
-        run_pretraining(_config(tiny_data, out, num_train_steps=25))
+        run_pretraining(pretrain_config(tiny_data, out, num_train_steps=25))
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -306,14 +245,14 @@ def test_sequence_length_schedule_trains_short_first_and_resumes_exactly(tiny_da
 ])
 def test_sequence_length_schedule_bad_settings(tiny_data, tmp_path, overrides, message):
     with pytest.raises(ValueError, match=message):
-        run_pretraining(_config(tiny_data, tmp_path / "bad", **overrides))
+        run_pretraining(pretrain_config(tiny_data, tmp_path / "bad", **overrides))
 
 
 @pytest.mark.slow  # 24 s; fast: test_training.py's test_callbacks_..._stop_on_nan
 def test_nan_loss_stops_keeps_last_good_checkpoint_and_resumes(tiny_data, tmp_path):
     out = tmp_path / "nan"
-    config = _config(tiny_data, out, num_train_steps=16, save_checkpoints_steps=5,
-                     eval_input_file=None)
+    config = pretrain_config(tiny_data, out, num_train_steps=16, save_checkpoints_steps=5,
+                             eval_input_file=None)
     with pytest.raises(FloatingPointError, match=r"loss became nan at step 13; .* last good "
                        r"checkpoint \(step 10\)"):
         run_pretraining(config, callbacks=[NaNWeightsAt(13)])
@@ -344,10 +283,10 @@ def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
     runs = {}
     for k in (1, 2):
         out = tmp_path / f"k{k}"
-        run_pretraining(_config(data, out, num_train_steps=6, iterations_per_loop=1,
-                                gradient_accumulation_steps=k, eval_input_file=None))
+        run_pretraining(pretrain_config(data, out, num_train_steps=6, iterations_per_loop=1,
+                                        gradient_accumulation_steps=k, eval_input_file=None))
         runs[k] = (json.loads((out / "pretrain_history.json").read_text()),
-                   _weights(str(out / "model")))
+                   saved_weights(str(out / "model")))
     losses = {k: [h["loss"] for h in runs[k][0]] for k in runs}
     np.testing.assert_allclose(losses[2], losses[1], rtol=2e-3)
     # The initial weights (same seed): the update of each run is its distance from them.
@@ -357,7 +296,7 @@ def test_gradient_accumulation_matches_full_batch(tiny_data, tmp_path):
     initial = pretrain.build_pretrainer(BertConfig(**no_dropout), None)
     init_dir = tmp_path / "init"
     checkpoints.save_pretrained(initial, str(init_dir))
-    w0 = _weights(str(init_dir))
+    w0 = saved_weights(str(init_dir))
     full = np.concatenate([(runs[1][1][n] - w0[n]).ravel() for n in sorted(w0)])
     accumulated = np.concatenate([(runs[2][1][n] - w0[n]).ravel() for n in sorted(w0)])
     assert np.linalg.norm(full) > 0.1
@@ -372,8 +311,9 @@ def test_mixed_precision_trains_with_float32_master_weights(tiny_data, tmp_path,
     from tfbert.models.pretrainer import BertPretrainer
 
     out = tmp_path / precision
-    results = run_pretraining(_config(tiny_data, out, num_train_steps=20, mixed_precision=precision,
-                                      save_checkpoints_steps=10, eval_input_file=None))
+    results = run_pretraining(pretrain_config(tiny_data, out, num_train_steps=20,
+                                              mixed_precision=precision,
+                                              save_checkpoints_steps=10, eval_input_file=None))
     history = json.loads((out / "pretrain_history.json").read_text())
     assert math.isfinite(results["loss"]) and history[-1]["loss"] < history[0]["loss"]
     reader = tf.train.load_checkpoint(str(out / "checkpoints"))
@@ -396,20 +336,21 @@ def test_mixed_precision_trains_with_float32_master_weights(tiny_data, tmp_path,
 def test_bad_input_fails_before_training(tiny_data, tmp_path, monkeypatch):
     out = tmp_path / "bad"
     with pytest.raises(FileNotFoundError, match="no file matches .*missing"):
-        run_pretraining(_config(tiny_data, out, input_file=str(tmp_path / "missing*.tfrecord")))
+        run_pretraining(pretrain_config(tiny_data, out,
+                                        input_file=str(tmp_path / "missing*.tfrecord")))
     wrong = tmp_path / "wrong_vocab.json"
-    wrong.write_text(json.dumps(dict(TINY, vocab_size=tiny_data["vocab_size"] + 7)))
+    tiny_config(vocab_size=tiny_data["vocab_size"] + 7).to_json_file(str(wrong))
     with pytest.raises(ValueError, match=f"has {tiny_data['vocab_size']} tokens but the BERT "
                        f"config .* vocab_size {tiny_data['vocab_size'] + 7}"):
-        run_pretraining(_config(tiny_data, out, bert_config_file=str(wrong)))
+        run_pretraining(pretrain_config(tiny_data, out, bert_config_file=str(wrong)))
     empty = tmp_path / "empty.tfrecord"
     with tf.io.TFRecordWriter(str(empty)):
         pass
     with pytest.raises(ValueError, match="input_file .*empty.tfrecord.* holds 0 records"):
-        run_pretraining(_config(tiny_data, out, input_file=str(empty)))
+        run_pretraining(pretrain_config(tiny_data, out, input_file=str(empty)))
     with pytest.raises(ValueError, match="train_batch_size 8 is not a multiple of "
                        "gradient_accumulation_steps 3"):
-        run_pretraining(_config(tiny_data, out, gradient_accumulation_steps=3))
+        run_pretraining(pretrain_config(tiny_data, out, gradient_accumulation_steps=3))
     from tfbert.data import corpora
 
     monkeypatch.setattr(corpora, "chinese_documents", lambda: [])
@@ -470,8 +411,8 @@ def test_mirrored_two_cpus_matches_one_device(tiny_data, tmp_path):
     no_dropout.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     config_file = tmp_path / "config.json"
     config_file.write_text(json.dumps(no_dropout))
-    config = vars(_config(dict(tiny_data, config=str(config_file)), tmp_path,
-                          num_train_steps=6, iterations_per_loop=1, eval_input_file=None))
+    config = vars(pretrain_config(dict(tiny_data, config=str(config_file)), tmp_path,
+                                  num_train_steps=6, iterations_per_loop=1, eval_input_file=None))
     config = {k: v for k, v in config.items() if k not in ("distribution_strategy", "output_dir")}
     proc = subprocess.run([sys.executable, "-c", _MIRRORED, json.dumps(config), str(tmp_path)],
                           cwd=REPO, capture_output=True, text=True, timeout=400,
@@ -482,25 +423,15 @@ def test_mirrored_two_cpus_matches_one_device(tiny_data, tmp_path):
     np.testing.assert_allclose(out["mirrored"], out["one_device"], rtol=2e-3)
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 @pytest.mark.slow
 def test_multi_worker_two_processes(tiny_data, tmp_path):
     """MultiWorkerMirroredStrategy: two worker processes on localhost with TF_CONFIG reach the
     same step; the chief writes the checkpoints and results, the other worker none."""
     out = tmp_path / "mw"
-    config = _config(tiny_data, out, num_train_steps=4, save_checkpoints_steps=2,
-                     distribution_strategy="multi_worker", eval_input_file=None)
-    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *_flags(config)]
-    cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
+    config = pretrain_config(tiny_data, out, num_train_steps=4, save_checkpoints_steps=2,
+                             distribution_strategy="multi_worker", eval_input_file=None)
+    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *pretrain_flags(config)]
+    cluster = {"worker": [f"localhost:{p}" for p in free_ports(2)]}
     procs = []
     for index in range(2):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})

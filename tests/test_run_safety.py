@@ -17,7 +17,8 @@ import textwrap
 import time
 
 import pytest
-from test_run_pretraining import REPO, _config, _flags, tiny_data  # noqa: F401 - a fixture
+from model_test_utils import REPO
+from pretrain_test_utils import pretrain_config, pretrain_flags
 
 from tfbert import rundir
 from tfbert.errors import UserError
@@ -50,11 +51,11 @@ def _wait_for_holder(lock_file: str, proc: subprocess.Popen, timeout: float = 24
 
 
 @pytest.mark.slow  # (the lock message is tested fast with a holder process below)
-def test_second_pretraining_on_a_folder_exits_2_naming_the_first(tiny_data, tmp_path):  # noqa: F811
+def test_second_pretraining_on_a_folder_exits_2_naming_the_first(tiny_data, tmp_path):
     out = tmp_path / "run"
-    config = _config(tiny_data, out, num_train_steps=100, save_checkpoints_steps=50,
-                     eval_input_file=None)
-    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *_flags(config)]
+    config = pretrain_config(tiny_data, out, num_train_steps=100, save_checkpoints_steps=50,
+                             eval_input_file=None)
+    command = [sys.executable, os.path.join(REPO, "run_pretraining.py"), *pretrain_flags(config)]
     first = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
@@ -89,7 +90,7 @@ _HOLD = textwrap.dedent("""
 """)
 
 
-def test_kill_9_releases_the_lock_and_the_rerun_cleans_leftovers(tiny_data, tmp_path):  # noqa: F811
+def test_kill_9_releases_the_lock_and_the_rerun_cleans_leftovers(tiny_data, tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(out)], cwd=REPO, env=ENV,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -106,8 +107,8 @@ def test_kill_9_releases_the_lock_and_the_rerun_cleans_leftovers(tiny_data, tmp_
     (temp / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x" * 100)
     (out / "checkpoints" / "my_temp").mkdir()  # not the checkpoint manager's name: kept
     (out / ".pretrain_results.json.tmp-abc123").write_text("{")
-    results = run_pretraining(_config(tiny_data, out, num_train_steps=4,
-                                      save_checkpoints_steps=4, eval_input_file=None))
+    results = run_pretraining(pretrain_config(tiny_data, out, num_train_steps=4,
+                                              save_checkpoints_steps=4, eval_input_file=None))
     assert results["global_step"] == 4
     assert not temp.exists() and (out / "checkpoints" / "my_temp").is_dir()
     assert not (out / ".pretrain_results.json.tmp-abc123").exists()
@@ -124,16 +125,16 @@ def test_kill_9_releases_the_lock_and_the_rerun_cleans_leftovers(tiny_data, tmp_
 
 
 @pytest.mark.slow  # 16 s; fast: the schedule test of test_run_pretraining.py refuses a change
-def test_resume_refuses_changed_data_settings_unless_allowed(tiny_data, tmp_path):  # noqa: F811
+def test_resume_refuses_changed_data_settings_unless_allowed(tiny_data, tmp_path):
     out = tmp_path / "run"
-    first = run_pretraining(_config(tiny_data, out, num_train_steps=6, save_checkpoints_steps=3,
-                                    eval_input_file=None))
+    first = run_pretraining(pretrain_config(tiny_data, out, num_train_steps=6,
+                                            save_checkpoints_steps=3, eval_input_file=None))
     assert first["global_step"] == 6
     shards = tiny_data["train"].split(",")
     changed = dict(max_seq_length=24, input_file=shards[0], whole_word_mask=True,
                    num_train_steps=8)
     with pytest.raises(UserError) as refused:
-        run_pretraining(_config(tiny_data, out, eval_input_file=None, **changed))
+        run_pretraining(pretrain_config(tiny_data, out, eval_input_file=None, **changed))
     message = str(refused.value)
     assert message.startswith(f"{out} holds a checkpoint (step 6) of a run with other data "
                               "settings, so resuming would not replay the batches it trained on")
@@ -148,13 +149,13 @@ def test_resume_refuses_changed_data_settings_unless_allowed(tiny_data, tmp_path
         wider = tmp_path / "wider.json"
         wider.write_text(json.dumps(dict(json.loads(open(tiny_data["config"]).read()),
                                          hidden_size=64)))
-        run_pretraining(_config(tiny_data, out, bert_config_file=str(wider),
-                                eval_input_file=None, num_train_steps=8,
-                                allow_changed_settings=True))
+        run_pretraining(pretrain_config(tiny_data, out, bert_config_file=str(wider),
+                                        eval_input_file=None, num_train_steps=8,
+                                        allow_changed_settings=True))
     assert not glob.glob(str(out / "checkpoints" / "ckpt-8*"))
 
     allowed = dict(changed, whole_word_mask=False, allow_changed_settings=True)
-    results = run_pretraining(_config(tiny_data, out, eval_input_file=None, **allowed))
+    results = run_pretraining(pretrain_config(tiny_data, out, eval_input_file=None, **allowed))
     assert results["global_step"] == 8
     saved = json.loads((out / pretrain.RUN_CONFIG_FILE).read_text())
     assert saved["max_seq_length"] == 24 and saved["config"]["allow_changed_settings"]
@@ -163,8 +164,8 @@ def test_resume_refuses_changed_data_settings_unless_allowed(tiny_data, tmp_path
     assert change["changed"]["max_seq_length"] == {"old": 32, "new": 24}
     assert [len(change["changed"]["input_files"][k]) for k in ("old", "new")] == [2, 1]
     # A later resume compares with the new settings: the same command goes on quietly.
-    again = run_pretraining(_config(tiny_data, out, eval_input_file=None,
-                                    **dict(allowed, num_train_steps=9)))
+    again = run_pretraining(pretrain_config(tiny_data, out, eval_input_file=None,
+                                            **dict(allowed, num_train_steps=9)))
     assert again["global_step"] == 9
     assert len(json.loads((out / pretrain.RUN_CONFIG_FILE).read_text())["setting_changes"]) == 1
 
@@ -173,7 +174,7 @@ def test_resume_refuses_changed_data_settings_unless_allowed(tiny_data, tmp_path
 
 
 @pytest.fixture
-def damaged_shards(tiny_data, tmp_path):  # noqa: F811
+def damaged_shards(tiny_data, tmp_path):
     from tfbert.data import records
 
     good = tiny_data["train"].split(",")[0]
@@ -196,7 +197,7 @@ def damaged_shards(tiny_data, tmp_path):  # noqa: F811
             "records": len(offsets), "middle": len(offsets) // 2, "offsets": offsets, "bad": bad}
 
 
-def test_corrupt_shards_refused_before_the_model_is_built(tiny_data, damaged_shards, tmp_path,  # noqa: F811
+def test_corrupt_shards_refused_before_the_model_is_built(tiny_data, damaged_shards, tmp_path,
                                                           monkeypatch):
     def not_now(*args, **kwargs):
         raise AssertionError("the model was built before the shards were checked")
@@ -214,12 +215,12 @@ def test_corrupt_shards_refused_before_the_model_is_built(tiny_data, damaged_sha
     for name, problem in cases.items():
         path = d[name]
         with pytest.raises(UserError) as refused:
-            run_pretraining(_config(tiny_data, out, input_file=f"{d['good']},{path}"))
+            run_pretraining(pretrain_config(tiny_data, out, input_file=f"{d['good']},{path}"))
         message = str(refused.value)
         assert message.startswith(f"input_file {path}: {problem}"), message
         assert "pass --skip_corrupt to go on without the unreadable rest of it" in message
     with pytest.raises(UserError, match=f"eval_input_file {d['flipped']}: corrupt: record "):
-        run_pretraining(_config(tiny_data, out, eval_input_file=d["flipped"]))
+        run_pretraining(pretrain_config(tiny_data, out, eval_input_file=d["flipped"]))
     assert not glob.glob(str(out / "checkpoints" / "*"))
     assert not (out / "model").exists() and not (out / pretrain.RUN_CONFIG_FILE).exists()
 
@@ -242,14 +243,15 @@ def test_corrupt_shards_refused_before_the_model_is_built(tiny_data, damaged_sha
 
 
 @pytest.mark.slow  # 8 s; fast: test_corrupt_shards_refused_before_the_model_is_built
-def test_skip_corrupt_trains_and_reports_what_it_skipped(tiny_data, damaged_shards, tmp_path,  # noqa: F811
+def test_skip_corrupt_trains_and_reports_what_it_skipped(tiny_data, damaged_shards, tmp_path,
                                                          caplog, capfd):
     d = damaged_shards
     out = tmp_path / "run"
     with caplog.at_level(logging.WARNING):
-        results = run_pretraining(_config(tiny_data, out, input_file=f"{d['good']},{d['flipped']}",
-                                          skip_corrupt=True, num_train_steps=6,
-                                          save_checkpoints_steps=6))
+        results = run_pretraining(pretrain_config(tiny_data, out,
+                                                  input_file=f"{d['good']},{d['flipped']}",
+                                                  skip_corrupt=True, num_train_steps=6,
+                                                  save_checkpoints_steps=6))
     assert results["global_step"] == 6
     [skipped] = results["skipped_corrupt"]
     assert skipped["file"] == d["flipped"]
@@ -264,7 +266,7 @@ def test_skip_corrupt_trains_and_reports_what_it_skipped(tiny_data, damaged_shar
     assert "skipping the rest of a bad file" not in capfd.readouterr().err
 
 
-def test_scan_reads_well_over_10_mb_per_second(tiny_data):  # noqa: F811
+def test_scan_reads_well_over_10_mb_per_second(tiny_data):
     """The check reads every record once: well over 10 MB/s even on a shared 2-core machine
     (the built-in data, 27 MB of ~360-byte records: about 200-300 MB/s there)."""
     from tfbert.data import records
@@ -281,7 +283,7 @@ def test_scan_reads_well_over_10_mb_per_second(tiny_data):  # noqa: F811
 # --- sequence lengths refused before any data work ------------------------------------------
 
 
-def test_sequence_lengths_refused_before_tokenizing(tiny_data, tmp_path, monkeypatch,  # noqa: F811
+def test_sequence_lengths_refused_before_tokenizing(tiny_data, tmp_path, monkeypatch,
                                                     chinese_vocab_file):
     from tfbert.data import records
 
@@ -296,7 +298,7 @@ def test_sequence_lengths_refused_before_tokenizing(tiny_data, tmp_path, monkeyp
     out = tmp_path / "run"
     with pytest.raises(UserError, match=r"max_seq_length 100000 is larger than the model's "
                        r"max_position_embeddings 64 \(.*bert_config.json\)"):
-        run_pretraining(_config(tiny_data, out, max_seq_length=100000))
+        run_pretraining(pretrain_config(tiny_data, out, max_seq_length=100000))
     with pytest.raises(UserError, match=r"max_seq_length 100000 is larger than the model's "
                        r"max_position_embeddings 512 \(the built-in default model\)"):
         run_pretraining(PretrainConfig(output_dir=str(out), max_seq_length=100000,
@@ -488,7 +490,7 @@ def _tiny_classifier_files(tmp_path, encoding: str) -> dict[str, str]:
 
 
 @pytest.mark.slow  # 9 s; fast: test_failed_run_leaves_the_folder_as_it_was
-def test_finetuning_outputs_are_committed_with_ordinary_permissions(tmp_path, tiny_data,  # noqa: F811
+def test_finetuning_outputs_are_committed_with_ordinary_permissions(tmp_path, tiny_data,
                                                                      chinese_vocab_file):
     """A GBK data set read with input_encoding; results, predictions, model and manifest are
     0644, carry the run id, and a second run replaces the first as a whole."""
@@ -557,7 +559,7 @@ _FINETUNE_CHILD = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_kill_9_during_finetunings_final_writes(tmp_path, tiny_data, chinese_vocab_file):  # noqa: F811
+def test_kill_9_during_finetunings_final_writes(tmp_path, tiny_data, chinese_vocab_file):
     """A real run_classifier killed while it writes its model, predictions, results and while
     it commits: each time the folder holds the previous complete run or the new one."""
     from tfbert import checkpoints

@@ -21,15 +21,10 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_export import SEQ, _load, exported
+from export_test_utils import SEQ, exported, load_signatures
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
                     "serving.md")
-
-
-@pytest.fixture(scope="session")
-def export_root(tmp_path_factory) -> str:
-    return str(tmp_path_factory.mktemp("serving"))
 
 
 # --- TF Serving's JSON <-> tensor rules -----------------------------------------------------------
@@ -159,7 +154,7 @@ def doc_payloads() -> list[tuple[str, str]]:
 
 
 def _signatures(export_dir: str) -> dict:
-    serving_default, serve_ids = _load(export_dir)
+    serving_default, serve_ids = load_signatures(export_dir)
     return {"serving_default": serving_default, "serve_ids": serve_ids}
 
 

@@ -2,7 +2,7 @@
 length limit (ExportSpec.max_request_chars), and windows read in bounded chunks whose results
 equal those of all windows at once.
 
-The exports are test_export's tiny models (2 layers, hidden 32, max_seq_length 32); the NER
+The exports are export_test_utils' tiny models (2 layers, hidden 32, max_seq_length 32); the NER
 one here reads long texts in windows (doc_stride 8).
 """
 
@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_export import SEQ, exported, tiny_model
+from export_test_utils import SEQ, exported, tiny_model
 
 import tfbert
 from tfbert.data import corpora
@@ -25,7 +25,8 @@ from tfbert.data import windows as py_windows
 from tfbert.errors import UserError
 from tfbert.export import export_model, load_for_export, window_inputs, windows
 from tfbert.export.__main__ import build_parser
-from tfbert.export.saved_model import MAX_REQUEST_CHARS, BertServingModule, ExportSpec, _substr
+from tfbert.export.graph_ops import substr
+from tfbert.export.saved_model import MAX_REQUEST_CHARS, BertServingModule, ExportSpec
 
 LIMIT = 3000  # the NER export's max_request_chars
 
@@ -216,7 +217,7 @@ def test_substrings_are_linear_in_the_text():
     ends = starts + tf.stack([tf.fill([100_000], 3), tf.fill([100_000], 1)])
     starts = tf.tensor_scatter_nd_update(starts, [[1, 0], [1, 1]], [0, 2])
     ends = tf.tensor_scatter_nd_update(ends, [[1, 0], [1, 1]], [2, 3])
-    got = _substr(text, starts, ends).numpy()
+    got = substr(text, starts, ends).numpy()
     assert got.shape == (2, 100_000)
     source = _text(1000) * 1000
     assert [s.decode() for s in got[0, [0, 1, 777, 99_999]]] == [

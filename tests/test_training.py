@@ -12,39 +12,20 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from model_test_utils import NaNWeightsAt, script_result
+from model_test_utils import NaNWeightsAt, dense_data, dense_model, script_result
 
 from tfbert.training import callbacks as cb
 from tfbert.training import distribute, optimization
 
 
-def _model(seed: int = 1) -> keras.Model:
-    keras.utils.set_random_seed(seed)
-    return keras.Sequential([
-        keras.Input((8,)),
-        keras.layers.Dense(16, activation="tanh", name="dense"),
-        keras.layers.LayerNormalization(name="layer_norm"),
-        keras.layers.Dense(1, name="out"),
-    ])
-
-
-def _data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    # Rows of very different scale: gradients well above the clip norm, per-batch norms differ.
-    scale = np.linspace(0.1, 10, n, dtype="float32")[:, None]
-    x = rng.normal(size=(n, 8)).astype("float32") * scale
-    y = rng.normal(size=(n, 1)).astype("float32") * 5
-    return x, y
-
-
 def _train(k: int, name: str = "adamw", steps: int = 4, batch: int = 16,
            jit_compile: bool = False) -> list[np.ndarray]:
-    model = _model()
+    model = dense_model()
     opt = optimization.create_optimizer(1e-2, num_train_steps=20, num_warmup_steps=2,
                                         optimizer=name, gradient_accumulation_steps=k,
                                         variables=model.trainable_variables)
     model.compile(optimizer=opt, loss="mse", jit_compile=jit_compile)
-    x, y = _data()
+    x, y = dense_data()
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch // k)
     model.fit(ds, epochs=1, steps_per_epoch=steps * k, verbose=0)
     assert int(keras.ops.convert_to_numpy(opt.iterations)) == steps  # updates, not batches
@@ -63,7 +44,7 @@ def test_schedule_warmup_then_linear_decay():
 
 
 def test_weight_decay_skips_layer_norm_and_biases():
-    model = _model()
+    model = dense_model()
     # Keyed by path below the model: its auto-name (sequential, sequential_1, ...) depends on
     # how many models this process built before.
     names = {v.path.split("/", 1)[1]: optimization.is_excluded_from_weight_decay(v)
@@ -73,7 +54,7 @@ def test_weight_decay_skips_layer_norm_and_biases():
                      "out/kernel": False, "out/bias": True}
     # Behaviour: with zero gradients Adam moves nothing, so only the decay acts: w *= 1 - lr*wd.
     for name in ("adamw", "lamb"):
-        model = _model()
+        model = dense_model()
         before = [v.numpy().copy() for v in model.trainable_variables]
         opt = optimization.create_optimizer(0.5, num_train_steps=10, optimizer=name,
                                             weight_decay=0.1, clip_norm=None,
@@ -108,7 +89,7 @@ def test_optimizer_serialization_round_trip_keeps_schedule_and_exclusions(name):
     back = keras.optimizers.deserialize(keras.optimizers.serialize(opt)).inner_optimizer
     assert type(back) is type(opt.inner_optimizer) and back.accumulation_steps == 2
     assert isinstance(back._learning_rate, optimization.WarmupLinearDecay)
-    model = _model()
+    model = dense_model()
     assert [back._use_weight_decay(v) if name == "adamw" else
             not optimization.is_excluded_from_weight_decay(v)
             for v in model.trainable_variables] == [True, False, False, False, True, False]
@@ -213,17 +194,17 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
     sys.path.insert(0, {tests!r})
-    import test_training as t
+    from model_test_utils import dense_data, dense_model
     from tfbert.training import distribute, optimization
 
     def run(strategy, k, name):
         with strategy.scope():
-            model = t._model()
+            model = dense_model()
             opt = optimization.create_optimizer(
                 1e-2, 20, 2, optimizer=name, gradient_accumulation_steps=k,
                 variables=model.trainable_variables, loss_scale=(k == 2))
             model.compile(optimizer=opt, loss="mse")
-        x, y = t._data()
+        x, y = dense_data()
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16 // k)
         h = model.fit(ds, epochs=4, steps_per_epoch=k, verbose=0)  # one step per epoch
         return h.history["loss"], [v.numpy().tolist() for v in model.trainable_variables]
@@ -253,7 +234,7 @@ def test_mirrored_two_cpus_matches_one_device():
 
 
 def test_callbacks_count_steps_save_checkpoints_and_stop_on_nan(tmp_path):
-    model = _model()
+    model = dense_model()
     opt = optimization.create_optimizer(1e-2, 100, gradient_accumulation_steps=2,
                                         variables=model.trainable_variables)
     model.compile(optimizer=opt, loss="mse")
@@ -266,7 +247,7 @@ def test_callbacks_count_steps_save_checkpoints_and_stop_on_nan(tmp_path):
     saver = cb.CheckpointSaver(progress, manager, every_steps=2)
     board = cb.TensorBoardScalars(progress, str(tmp_path / "logs"), every_steps=1)
     history = cb.LoopHistory(progress, str(tmp_path / "history.json"))
-    x, y = _data()
+    x, y = dense_data()
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(4).repeat()
     # 2 batches per step; the weights turn NaN in batch 12 (step 6).
     model.fit(ds, epochs=3, steps_per_epoch=6, verbose=0,
