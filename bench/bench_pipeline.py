@@ -2,7 +2,7 @@
 preprocessing layers on the same records, and vs what a training step consumes.
 
 Records come from the built-in Chinese corpus (a character vocab built from it), written by
-`tfbert.data.instances.create_pretraining_data` with jieba word starts. Reported in examples/s:
+`tfbert.data.instance_files.create_pretraining_data` with jieba word starts. Reported in examples/s:
 - tfbert pretraining_dataset (token masking, and whole-word masking);
 - keras-hub's WordPieceTokenizer + MultiSegmentPacker + MaskedLMMaskGenerator, batched in the
   same tf.data layout (read, shuffle, batch, map, prefetch);
@@ -52,6 +52,7 @@ def build_char_vocab(documents: list[list[str]], path: str, size: int) -> str:
 def make_records(workdir: str, num_documents: int, seq: int = SEQ) -> tuple[str, str, int]:
     """(file pattern, vocab file, records) for a sample of the built-in corpus."""
     from tfbert.data import corpora, instances
+    from tfbert.data.instance_files import create_pretraining_data
 
     documents = corpora.chinese_documents()
     random.Random(0).shuffle(documents)
@@ -61,7 +62,7 @@ def make_records(workdir: str, num_documents: int, seq: int = SEQ) -> tuple[str,
     with open(text, "w", encoding="utf-8") as f:
         f.write("\n\n".join("\n".join(doc) for doc in documents) + "\n")
     out = os.path.join(workdir, "pretrain.tfrecord")
-    stats, _ = instances.create_pretraining_data(
+    stats, _ = create_pretraining_data(
         out, vocab, [text], instances.InstanceOptions(max_seq_length=seq, dupe_factor=1),
         seed=0, num_shards=4, whole_word_mask=True, progress=False)
     return f"{out}-*", vocab, stats.instances
@@ -188,7 +189,7 @@ def per_core(quick: bool = False) -> dict:
     """Examples per CPU-second of `pretraining_stream` on one tf.data thread, seq 128 and 512."""
     import platform
 
-    from tfbert.data import records
+    from tfbert.data import record_scan, records
     from tfbert.data.pretraining import InputMeter, pretraining_stream
 
     rows = []
@@ -196,7 +197,7 @@ def per_core(quick: bool = False) -> dict:
         with tempfile.TemporaryDirectory() as workdir:
             pattern, vocab, _ = make_records(workdir, 1000 if quick else 3000, seq)
             files = records.expand_file_pattern(pattern)
-            counts = [r.records for r in records.scan_records(files)]
+            counts = [r.records for r in record_scan.scan_records(files)]
             for wwm in (False, True):
                 meter = InputMeter()  # examples made, prefetched ones included
                 ds = pretraining_stream(files, counts, vocab, seq, predictions, 256, seed=0,

@@ -123,7 +123,7 @@ def run_feeds(batch: dict, jit_compile: bool, strategy, chunk: int, cache_dir: s
     """The run_optimizer, run_stream and run systems of one XLA setting."""
     import tensorflow as tf
 
-    from tfbert.data import records
+    from tfbert.data import record_scan, records
     from tfbert.training import callbacks as cb
     from tfbert.training import pretrain
     from tfbert.training.builtin_data import default_data
@@ -133,7 +133,7 @@ def run_feeds(batch: dict, jit_compile: bool, strategy, chunk: int, cache_dir: s
     phase = config.phase1()
     data = default_data(cache_dir, phase.max_seq_length)
     paths = records.expand_file_pattern(data.train_files)
-    counts = [r.records for r in records.scan_records(paths)]
+    counts = [r.records for r in record_scan.scan_records(paths)]
 
     def stream() -> tf.data.Dataset:
         return pretrain.train_dataset(phase, paths, counts, data.vocab_file, data.lower_case)

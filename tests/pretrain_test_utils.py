@@ -16,6 +16,7 @@ from model_test_utils import REPO, tiny_config
 from safetensors.numpy import load_file
 
 from tfbert.data import corpora, instances
+from tfbert.data.instance_files import create_pretraining_data
 from tfbert.training.pretrain import PretrainConfig
 
 CREATE_PRETRAINING_DATA = os.path.join(REPO, "data_tools", "create_pretraining_data.py")
@@ -38,12 +39,12 @@ def make_tiny_data(root, vocab_file: str) -> dict:
     """
     docs = [d for d in corpora.people_daily_documents() if len(d) >= 2]
     options = instances.InstanceOptions(max_seq_length=32, dupe_factor=1)
-    _, train = instances.create_pretraining_data(str(root / "train.tfrecord"), vocab_file,
-                                                 documents=docs[:400], options=options,
-                                                 num_shards=2, progress=False)
-    stats, evaluation = instances.create_pretraining_data(str(root / "eval.tfrecord"), vocab_file,
-                                                          documents=docs[400:440],
-                                                          options=options, progress=False)
+    _, train = create_pretraining_data(str(root / "train.tfrecord"), vocab_file,
+                                       documents=docs[:400], options=options,
+                                       num_shards=2, progress=False)
+    stats, evaluation = create_pretraining_data(str(root / "eval.tfrecord"), vocab_file,
+                                                documents=docs[400:440],
+                                                options=options, progress=False)
     assert stats.instances >= 16
     config = tiny_config(vocab_file)
     config.to_json_file(str(root / "bert_config.json"))

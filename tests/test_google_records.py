@@ -17,7 +17,10 @@ import tensorflow as tf
 from pretrain_test_utils import run_create_pretraining_data
 
 from tfbert.data import corpora, google_records, instances, records
+from tfbert.data.instance_files import create_pretraining_data
 from tfbert.data.pretraining import pretraining_dataset
+from tfbert.data.record_formats import RecordLayout, files_layout
+from tfbert.data.record_scan import scan_records
 from tfbert.errors import UserError
 from tfbert.text.vocab import load_vocab
 
@@ -72,10 +75,10 @@ def stored() -> dict[str, np.ndarray]:
 
 
 def test_golden_records_are_detected_with_their_shapes():
-    [report] = records.scan_records([RECORDS], max_seq_length=SEQ, max_predictions_per_seq=PRED)
-    assert report.layout == records.RecordLayout("google", SEQ, PRED)
+    [report] = scan_records([RECORDS], max_seq_length=SEQ, max_predictions_per_seq=PRED)
+    assert report.layout == RecordLayout("google", SEQ, PRED)
     assert report.records == NUM_RECORDS and report.problem is None
-    assert records.files_layout([RECORDS]).format == "google"
+    assert files_layout([RECORDS]).format == "google"
 
 
 def test_static_masking_yields_the_stored_features(stored):
@@ -152,7 +155,7 @@ def test_unknown_layout_names_file_features_and_formats(tmp_path):
         "label": tf.train.Feature(float_list=tf.train.FloatList(value=[0.5]))}))
     path = write_records(tmp_path / "odd.tfrecord", [odd.SerializeToString()])
     with pytest.raises(UserError) as e:
-        records.scan_records([path])
+        scan_records([path])
     message = str(e.value)
     for part in (path, "tokens (int64 x3)", "label (float x1)", "tfbert", "google",
                  "masked_lm_positions", "text_a"):
@@ -165,7 +168,7 @@ def test_mixed_formats_name_both_files(tmp_path):
     text = write_records(tmp_path / "text.tfrecord", [records.make_example("今天", "很好", 0)])
     for files in ([text, RECORDS], [RECORDS, text]):
         with pytest.raises(UserError) as e:
-            records.scan_records(files)
+            scan_records(files)
         message = str(e.value)
         assert "mixed record formats" in message
         assert text in message and RECORDS in message
@@ -181,12 +184,12 @@ def test_mixed_shapes_and_wrong_flags_name_file_and_shapes(tmp_path, stored):
                   segment_ids=np.pad(row["segment_ids"], (0, 32)))
     other = write_records(tmp_path / "seq64.tfrecord", [google_records.make_google_example(longer)])
     with pytest.raises(UserError, match=r"mixed record shapes.*input_ids \[32\].*input_ids \[64\]"):
-        records.scan_records([RECORDS, other])
+        scan_records([RECORDS, other])
     with pytest.raises(UserError) as e:
-        records.scan_records([RECORDS], max_seq_length=128)
+        scan_records([RECORDS], max_seq_length=128)
     assert RECORDS in str(e.value) and "hold 32 values, max_seq_length is 128" in str(e.value)
     with pytest.raises(UserError, match="hold 5 values, max_predictions_per_seq is 20"):
-        records.scan_records([RECORDS], max_seq_length=SEQ, max_predictions_per_seq=20)
+        scan_records([RECORDS], max_seq_length=SEQ, max_predictions_per_seq=20)
     with pytest.raises(UserError, match="max_predictions_per_seq is 20"):
         pretraining_dataset(RECORDS, VOCAB, SEQ, 20, 4, static_masking=True)
     # Fresh masks may use another P than the records hold.
@@ -194,12 +197,12 @@ def test_mixed_shapes_and_wrong_flags_name_file_and_shapes(tmp_path, stored):
     assert batch["masked_lm_positions"].shape == (4, 8)
     with pytest.raises(UserError, match=r"pretrain.tfrecord: record 0 holds token id \d+, but "
                        "the vocab has 50 tokens"):
-        records.scan_records([RECORDS], vocab_size=50)
-    records.scan_records([RECORDS], vocab_size=len(load_vocab(VOCAB)))
+        scan_records([RECORDS], vocab_size=50)
+    scan_records([RECORDS], vocab_size=len(load_vocab(VOCAB)))
     bad = dict(row, masked_lm_ids=row["masked_lm_ids"][:3])
     broken = write_records(tmp_path / "bad.tfrecord", [google_records.make_google_example(bad)])
     with pytest.raises(UserError, match="inconsistent lengths"):
-        records.scan_records([broken])
+        scan_records([broken])
 
 
 # --------------------------------------------------------------------------- writing
@@ -226,7 +229,7 @@ def test_google_output_parses_with_google_spec_and_holds_the_same_pairs(written,
     from tfbert.text.tokenizer import BertTokenizer
 
     text_file, google_file, stats = written
-    assert records.files_layout([google_file]) == records.RecordLayout("google", 64, 10)
+    assert files_layout([google_file]) == RecordLayout("google", 64, 10)
     g = parse_google([google_file], 64, 10)
     assert len(g["input_ids"]) == stats.instances
     t = {k: [] for k in ("text_a", "text_b", "next_sentence_labels")}
@@ -263,7 +266,7 @@ def test_google_output_is_deterministic_and_read_back(written, chinese_vocab_fil
     docs = [d for d in corpora.people_daily_documents() if len(d) >= 2][:12]
     paths = []
     for name in ("x", "y"):
-        _, [path] = instances.create_pretraining_data(
+        _, [path] = create_pretraining_data(
             str(tmp_path / f"{name}.tfrecord"), chinese_vocab_file, documents=docs,
             options=instances.InstanceOptions(max_seq_length=64, dupe_factor=1), seed=9,
             progress=False, output_format="google", max_predictions_per_seq=10)
@@ -276,9 +279,9 @@ def test_google_output_is_deterministic_and_read_back(written, chinese_vocab_fil
     np.testing.assert_array_equal(static["input_ids"], parse_google([google_file], 64, 10)[
         "input_ids"])
     with pytest.raises(UserError, match="output_format"):
-        instances.create_pretraining_data(str(tmp_path / "z.tfrecord"), chinese_vocab_file,
-                                          documents=docs, output_format="nvidia",
-                                          progress=False)
+        create_pretraining_data(str(tmp_path / "z.tfrecord"), chinese_vocab_file,
+                                documents=docs, output_format="nvidia",
+                                progress=False)
 
 
 # --------------------------------------------------------------------------- training

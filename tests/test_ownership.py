@@ -17,6 +17,7 @@ import pytest
 
 from tfbert import ownership
 from tfbert.data import instances
+from tfbert.data.instance_files import create_pretraining_data
 from tfbert.data.vocab_corpus import build_vocab_file
 from tfbert.errors import UserError
 from tfbert.tasks.classifier import ClassifierConfig, run_classifier
@@ -87,9 +88,9 @@ def _build_vocab(out: str, p: dict, overwrite: bool = False) -> None:
 
 
 def _create_data(out: str, p: dict, overwrite: bool = False) -> None:
-    instances.create_pretraining_data(out, p["vocab"], [p["corpus"]],
-                                      instances.InstanceOptions(max_seq_length=32, dupe_factor=1),
-                                      progress=False, overwrite=overwrite)
+    create_pretraining_data(out, p["vocab"], [p["corpus"]],
+                            instances.InstanceOptions(max_seq_length=32, dupe_factor=1),
+                            progress=False, overwrite=overwrite)
 
 
 # name: (kind of output, the call, the kind of run a folder of "another kind" holds)

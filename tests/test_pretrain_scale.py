@@ -23,7 +23,7 @@ import tensorflow as tf
 from model_test_utils import REPO
 from pretrain_test_utils import free_ports, pretrain_config, pretrain_flags, saved_weights
 
-from tfbert.data import records
+from tfbert.data import record_stream, records
 from tfbert.data.pretraining import pretraining_stream, worker_rows
 from tfbert.errors import UserError
 from tfbert.training import data_service, resume
@@ -54,7 +54,7 @@ def expected_order(seed: int, epochs: int, cycle: int, window: int, first_epoch:
     window)."""
     out = []
     for epoch in range(first_epoch, first_epoch + epochs):
-        order = records._file_order(seed, epoch, len(COUNTS)).numpy().tolist()
+        order = record_stream._file_order(seed, epoch, len(COUNTS)).numpy().tolist()
         assert sorted(order) == list(range(len(COUNTS)))
         stream = []
         for g in range(0, len(order), cycle):
@@ -63,7 +63,7 @@ def expected_order(seed: int, epochs: int, cycle: int, window: int, first_epoch:
         for j in range(0, len(stream), window):
             block = stream[j:j + window]
             perm = tf.random.experimental.index_shuffle(
-                tf.range(len(block), dtype=tf.int64), records._stream_key(seed, epoch,
+                tf.range(len(block), dtype=tf.int64), record_stream._stream_key(seed, epoch,
                                                                          j // window + 1),
                 tf.constant(len(block) - 1, tf.int64)).numpy()
             out += [block[k] for k in perm]
@@ -78,11 +78,11 @@ def test_positioned_records_start_anywhere(numbered):
                                            for j in range(c))
     assert expected[:78] != expected[78:]  # every epoch has its own order
     for start in (13, 77 + 17):
-        ds = records.positioned_records(numbered, COUNTS, 5, start, cycle_length=3, window=16)
+        ds = record_stream.stream_from(numbered, COUNTS, 5, start, cycle_length=3, window=16)
         got = [r.decode() for r in ds.take(40).as_numpy_iterator()]
         assert got == expected[start:start + 40], start
-    changed = records.positioned_records(numbered, [c + 1 if c else 0 for c in COUNTS], 5,
-                                         cycle_length=3, window=16)
+    changed = record_stream.stream_from(numbered, [c + 1 if c else 0 for c in COUNTS], 5,
+                                        cycle_length=3, window=16)
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"part-\d\.tfrecord.{0,3} changed "
                        r"after the run started: from record 0 it holds \d+ readable records, "
                        r"the scan counted \d+"):
@@ -147,7 +147,7 @@ def test_start_at_a_late_position_costs_what_position_0_costs(numbered):
     the pipeline, parse to mask, does not depend on the position)."""
     def first_record_seconds(start):
         began = time.perf_counter()
-        ds = records.positioned_records(numbered, COUNTS, 5, start, cycle_length=3, window=16)
+        ds = record_stream.stream_from(numbered, COUNTS, 5, start, cycle_length=3, window=16)
         first = next(iter(ds)).numpy().decode()
         return time.perf_counter() - began, first
 

@@ -15,6 +15,8 @@ import tensorflow as tf
 from pretrain_test_utils import run_create_pretraining_data
 
 from tfbert.data import corpora, instances, records
+from tfbert.data.documents import Sentence, bert_word_spans, jieba_word_starts, tokenize_documents
+from tfbert.data.instance_files import create_pretraining_data
 
 SEQ, PRED = 128, 20
 
@@ -75,11 +77,11 @@ def shortest_gap(text: str, a: str, b: str) -> str | None:
 
 
 def make_instances(documents, vocab_file, seed=1, **options):
-    spans = instances.bert_word_spans(vocab_file)
+    spans = bert_word_spans(vocab_file)
     opts = instances.InstanceOptions(max_seq_length=SEQ, dupe_factor=1, **options)
     stats = instances.Stats()
     made = list(instances.create_instances_multi_pass(
-        lambda: instances.tokenize_documents(iter(documents), spans), opts, seed, stats=stats))
+        lambda: tokenize_documents(iter(documents), spans), opts, seed, stats=stats))
     return made, stats
 
 
@@ -135,7 +137,7 @@ def test_instances_are_deterministic_and_reference_nsp_is_unbalanced(documents,
 
 
 def test_instances_stream_with_bounded_memory(documents, chinese_vocab_file):
-    spans = instances.bert_word_spans(chinese_vocab_file)
+    spans = bert_word_spans(chinese_vocab_file)
     read = []
 
     documents = documents[:300]
@@ -149,7 +151,7 @@ def test_instances_stream_with_bounded_memory(documents, chinese_vocab_file):
                                         shuffle_buffer_documents=20, random_pool_documents=30,
                                         shuffle_buffer_instances=10)
     stream = instances.create_instances(
-        instances.tokenize_documents(lazily(), spans, batch_sentences=32), options, seed=0)
+        tokenize_documents(lazily(), spans, batch_sentences=32), options, seed=0)
     first = next(stream)
     assert first.text_a and len(read) < 80  # nothing like the whole corpus was read
     rest = list(stream)
@@ -159,13 +161,13 @@ def test_instances_stream_with_bounded_memory(documents, chinese_vocab_file):
 def test_in_memory_documents_in_source_order(chinese_vocab_file, tmp_path):
     """Articles first, one-sentence reviews after: shuffled whole, NSP stays balanced."""
     docs = corpora.people_daily_documents()[:300] + corpora.review_documents()[:1200]
-    stats, paths = instances.create_pretraining_data(
+    stats, paths = create_pretraining_data(
         str(tmp_path / "mem.tfrecord"), chinese_vocab_file, documents=docs, seed=3,
         options=instances.InstanceOptions(max_seq_length=SEQ, dupe_factor=1), progress=False)
     assert abs(stats.not_next / stats.instances - 0.5) < 0.03
     assert len(read_all(paths)["text_a"]) == stats.instances
     with pytest.raises(ValueError, match="not both"):
-        instances.create_pretraining_data("x", chinese_vocab_file, ["a.txt"], documents=docs)
+        create_pretraining_data("x", chinese_vocab_file, ["a.txt"], documents=docs)
 
 
 def test_truncation_cuts_at_word_boundaries():
@@ -173,8 +175,8 @@ def test_truncation_cuts_at_word_boundaries():
         return [np.array([[i, i + 1, 1] for i in range(len(t))], np.int32) for t in texts]
 
     rng = random.Random(0)
-    a = instances._Segment.join([instances.Sentence("abcdefgh", spans(["abcdefgh"])[0])])
-    b = instances._Segment.join([instances.Sentence("xyz", spans(["xyz"])[0])])
+    a = instances._Segment.join([Sentence("abcdefgh", spans(["abcdefgh"])[0])])
+    b = instances._Segment.join([Sentence("xyz", spans(["xyz"])[0])])
     assert instances.truncate_pair(a, b, 6, rng)
     text_a, _ = a.cut()
     assert a.num_tokens == 3 and len(text_a) == 3 and text_a in "abcdefgh"
@@ -203,7 +205,7 @@ def test_cli_writes_sharded_records(record_files, documents):
     for text, starts in zip(rows["text_a"][:300], rows["word_starts_a"][:300], strict=True):
         assert starts[0] == 0 and all(0 < s < len(text) for s in starts[1:])
         assert starts == sorted(set(starts))
-        again = set(instances.jieba_word_starts(text).tolist())
+        again = set(jieba_word_starts(text).tolist())
         agree += len(again & set(starts))
         total += len(again | set(starts))
     assert agree / total > 0.95
@@ -437,7 +439,7 @@ def test_gzip_detection(tmp_path):
     with records.ShardedWriter(str(path), gzip=True) as writer:
         writer.write(records.make_example("a", "b", 1))
     assert gzip_lib.decompress(path.read_bytes())  # a real gzip stream
-    assert records._file_info(str(path))[0] == "GZIP"
+    assert records.file_info(str(path))[0] == "GZIP"
     parsed = records.parse_examples(next(iter(records.read_records([str(path)]).batch(1))))
     assert parsed["next_sentence_labels"].numpy().tolist() == [1]
     assert parsed["word_starts_a"].to_list() == [[]]

@@ -175,11 +175,11 @@ def test_resume_refuses_changed_data_settings_unless_allowed(tiny_data, tmp_path
 
 @pytest.fixture
 def damaged_shards(tiny_data, tmp_path):
-    from tfbert.data import records
+    from tfbert.data import record_scan
 
     good = tiny_data["train"].split(",")[0]
     data = open(good, "rb").read()
-    reports = records.scan_records([good])
+    reports = record_scan.scan_records([good])
     assert reports[0].problem is None and reports[0].bytes_read == len(data)
     offsets, offset = [], 0  # where each record starts, by its length field
     while offset < len(data):
@@ -224,22 +224,22 @@ def test_corrupt_shards_refused_before_the_model_is_built(tiny_data, damaged_sha
     assert not glob.glob(str(out / "checkpoints" / "*"))
     assert not (out / "model").exists() and not (out / pretrain.RUN_CONFIG_FILE).exists()
 
-    from tfbert.data import records  # GZIP shards are checked the same way
+    from tfbert.data import record_scan, records  # GZIP shards: checked the same way
 
     gz = tmp_path / "cut.tfrecord.gz"
     with records.ShardedWriter(str(tmp_path / "whole.tfrecord.gz"), gzip=True) as writer:
         for i in range(2000):
             writer.write(records.make_example(f"甲{i}" * 20, f"乙{i}", i % 2))
     whole = (tmp_path / "whole.tfrecord.gz").read_bytes()
-    assert records.scan_records([str(tmp_path / "whole.tfrecord.gz")])[0].records == 2000
+    assert record_scan.scan_records([str(tmp_path / "whole.tfrecord.gz")])[0].records == 2000
     gz.write_bytes(whole[:len(whole) // 2])
     with pytest.raises(UserError, match=f"input_file {gz}: GZIP stream unreadable after record "):
-        records.scan_records([str(gz)])
+        record_scan.scan_records([str(gz)])
     with pytest.raises(UserError, match="record 0 is not a tfbert pretraining example"):
         other = tmp_path / "ids.tfrecord"
         with records.ShardedWriter(str(other)) as writer:
             writer.write(b"\x08\x01")  # not an Example of text pairs
-        records.scan_records([str(other)])
+        record_scan.scan_records([str(other)])
 
 
 @pytest.mark.slow  # 8 s; fast: test_corrupt_shards_refused_before_the_model_is_built
@@ -269,11 +269,11 @@ def test_skip_corrupt_trains_and_reports_what_it_skipped(tiny_data, damaged_shar
 def test_scan_reads_well_over_10_mb_per_second(tiny_data):
     """The check reads every record once: well over 10 MB/s even on a shared 2-core machine
     (the built-in data, 27 MB of ~360-byte records: about 200-300 MB/s there)."""
-    from tfbert.data import records
+    from tfbert.data import record_scan
 
     files = tiny_data["train"].split(",") * 20
     started = time.perf_counter()
-    reports = records.scan_records(files)
+    reports = record_scan.scan_records(files)
     seconds = time.perf_counter() - started
     megabytes = sum(os.path.getsize(f) for f in files) / 1e6
     assert all(r.problem is None for r in reports)
@@ -285,13 +285,13 @@ def test_scan_reads_well_over_10_mb_per_second(tiny_data):
 
 def test_sequence_lengths_refused_before_tokenizing(tiny_data, tmp_path, monkeypatch,
                                                     chinese_vocab_file):
-    from tfbert.data import records
+    from tfbert.data import record_scan
 
     def no_data_work(*args, **kwargs):
         raise AssertionError("data work started")
 
     monkeypatch.setattr(pretrain, "default_data", no_data_work)
-    monkeypatch.setattr(records, "scan_records", no_data_work)
+    monkeypatch.setattr(record_scan, "scan_records", no_data_work)
     with pytest.raises(UserError, match="max_seq_length 2 is below the minimum 8 for "
                        "pretraining"):
         PretrainConfig(max_seq_length=2).validate()

@@ -20,6 +20,7 @@ import pytest
 from tfbert import errors, textfiles
 from tfbert.data import classification, corpora, instances, ner, records
 from tfbert.data import squad as qa_data
+from tfbert.data.instance_files import create_pretraining_data, read_text_documents
 from tfbert.text import vocab as vocab_lib
 from tfbert.text import vocab_builder
 
@@ -139,7 +140,7 @@ def test_summary_of_a_small_known_corpus(chinese_vocab_file, tmp_path):
     is NotNext with B from another document; one sentence is longer than a pair holds."""
     long = "中国人民" * 8  # 32 tokens > 16 - 3
     docs = [["今天天气很好。"], ["我们去公园。"], [long], ["他们在北京工作。"]]
-    stats, paths = instances.create_pretraining_data(
+    stats, paths = create_pretraining_data(
         str(tmp_path / "small.tfrecord"), chinese_vocab_file, documents=docs,
         options=instances.InstanceOptions(max_seq_length=16, short_seq_prob=0.0,
                                           dupe_factor=2),
@@ -179,8 +180,8 @@ def test_empty_and_one_document_corpora_write_nothing(content, message, chinese_
 ])
 def test_in_memory_documents_need_two(documents, message, chinese_vocab_file, tmp_path):
     with pytest.raises(errors.UserError, match=f"^{message}"):
-        instances.create_pretraining_data(str(tmp_path / "out"), chinese_vocab_file,
-                                          documents=documents, progress=False)
+        create_pretraining_data(str(tmp_path / "out"), chinese_vocab_file,
+                                documents=documents, progress=False)
     assert outputs(tmp_path) == []
 
 
@@ -205,7 +206,7 @@ def test_a_few_bad_lines_are_skipped_and_counted_more_are_an_error(tmp_path):
     one_bad = good.replace("第7句。".encode(), bad_line, 1)
     path = write_bytes(tmp_path / "one_bad.txt", one_bad)
     skipped = []
-    docs = list(instances.read_text_documents([path], on_skip=lambda *x: skipped.append(x)))
+    docs = list(read_text_documents([path], on_skip=lambda *x: skipped.append(x)))
     assert len(docs) == 4000 and sum(len(d) for d in docs) == 16_000 - 1
     assert "第7句。" not in docs[1] and docs[1] == ["第6句。", "第8句。", "第9句。"]
     assert skipped == [(path, 7, f"{path}:7: bytes {bad_line!r} at byte offset "
@@ -215,7 +216,7 @@ def test_a_few_bad_lines_are_skipped_and_counted_more_are_an_error(tmp_path):
     three_bad = one_bad.replace("第8句。".encode(), bad_line).replace("第9句。".encode(), bad_line)
     path = write_bytes(tmp_path / "three_bad.txt", three_bad)
     with pytest.raises(textfiles.TextDecodeError) as e:
-        list(instances.read_text_documents([path]))
+        list(read_text_documents([path]))
     assert str(e.value) == (f"{path}:7: bytes {bad_line!r} at byte offset "
                             f"{offset} are not valid utf-8 (they decode as "
                             "gb18030: pass --input_encoding=gb18030); 2 bad lines of the first "
@@ -232,7 +233,7 @@ def test_skipped_lines_reach_the_summary(chinese_vocab_file, tmp_path, caplog):
     path = write_bytes(tmp_path / "corpus.txt", data)
     offset = data.index(b"\xff")
     with caplog.at_level(logging.WARNING):
-        stats, _ = instances.create_pretraining_data(
+        stats, _ = create_pretraining_data(
             str(tmp_path / "out.tfrecord"), chinese_vocab_file, [path],
             instances.InstanceOptions(max_seq_length=32, dupe_factor=2), progress=False)
     assert (stats.documents, stats.sentences, stats.bad_lines) == (3000, 8999, 1)

@@ -39,7 +39,7 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tfbert import textfiles  # noqa: E402
-from tfbert.data import instances  # noqa: E402
+from tfbert.data import instance_files, instances  # noqa: E402
 from tfbert.errors import run_cli  # noqa: E402
 
 DEFAULTS = instances.InstanceOptions()
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> instances.Stats:
         from tfbert.data.records import expand_file_pattern
 
         input_files = expand_file_pattern(args.input_file)
-    stats, paths = instances.create_pretraining_data(
+    stats, paths = instance_files.create_pretraining_data(
         args.output_file, args.vocab_file, input_files, options, seed=args.random_seed,
         num_shards=args.num_shards, whole_word_mask=args.whole_word_mask, gzip=args.gzip,
         lower_case=args.do_lower_case, progress=not args.no_progress,

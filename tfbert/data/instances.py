@@ -1,10 +1,10 @@
 """Sentence-pair instances for BERT pretraining, created from a stream of documents.
 
-This is the library behind `data_tools/create_pretraining_data.py`. It follows Google's
-reference `create_pretraining_data.py` (`create_instances_from_document`): a target length
-(`max_seq_length - 3`, or with probability `short_seq_prob` a random length in [2, that]),
-segment A from consecutive sentences, segment B the actual continuation 50% of the time and a
-span of a different document otherwise (the unused sentences are put back), `truncate_seq_pair`
+The algorithm behind `data_tools/create_pretraining_data.py` (files: `tfbert.data.instance_files`).
+It follows Google's reference `create_pretraining_data.py` (`create_instances_from_document`): a
+target length (`max_seq_length - 3`, or with probability `short_seq_prob` a random length in [2,
+that]), segment A from consecutive sentences, segment B the actual continuation 50% of the time and
+a span of a different document otherwise (the unused sentences are put back), `truncate_seq_pair`
 from a random end of the longer segment, `dupe_factor` passes, deterministic for a seed.
 
 An instance holds TEXT, not token ids: the tf.data pipeline re-tokenizes it and masks
@@ -34,29 +34,13 @@ Deviations from the reference, and why:
   input, so a later `dupe_factor` pass cannot draw the same document again); the reference
   retries 10 times and may, rarely, use the same document.
 
-Nothing lost, nothing silent (`create_pretraining_data`):
-- Text files are read through `tfbert.textfiles` (a UTF-8 BOM is dropped, `encoding` such as
-  gb18030 decodes strictly). A line with undecodable bytes is dropped and counted while such
-  lines stay within one in 10,000 of a file's lines; beyond that (a file in another encoding)
-  it is an error naming the file, the first bad line, its byte offset and the flag to pass.
-- An input with no document, or only one (NSP draws NotNext segments from another document),
-  is an error before anything is written. Shards are written under temporary names and
-  renamed when complete: no empty or partial shard is ever left under the final name.
-- An output path is never an input (a text file, the vocab), and an existing file is replaced
-  only if tfbert wrote it (`.NAME.tfbert.json` beside it says so) or with `overwrite`
-  (`tfbert.ownership`).
-- A sentence longer than a pair holds (`max_seq_length - 3` tokens) is not split: it is cut
-  to fit like any long segment and the rest of it is lost; such sentences are counted.
-- `Stats.summary()` states documents, sentences, instances and the NotNext share, with the
-  long sentences, the chunks that found no pair and the lines dropped for bad bytes.
-
 Example:
 
 ```python
-from tfbert.data import corpora, instances
+from tfbert.data import corpora, documents, instances
 
-spans = instances.bert_word_spans("vocab.txt")
-docs = instances.tokenize_documents(iter(corpora.chinese_documents()), spans)
+spans = documents.bert_word_spans("vocab.txt")
+docs = documents.tokenize_documents(iter(corpora.chinese_documents()), spans)
 for inst in instances.create_instances(docs, instances.InstanceOptions(max_seq_length=128)):
     print(inst.text_a, inst.text_b, inst.next_sentence_label)
 ```
@@ -64,25 +48,15 @@ for inst in instances.create_instances(docs, instances.InstanceOptions(max_seq_l
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
-import logging
-import os
 import random
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tfbert import ownership, textfiles
+from tfbert.data.documents import Document, Sentence
 from tfbert.errors import UserError
-
-logger = logging.getLogger(__name__)
-
-# A word-spans function maps a batch of sentences to one int32 [W, 3] array per sentence:
-# (start char, end char, number of WordPiece tokens) of each basic-tokenizer word, in order.
-WordSpansFn = Callable[[Sequence[str]], list[np.ndarray]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,34 +98,6 @@ class InstanceOptions:
                 raise UserError(f"{name} {getattr(self, name)} must be >= 1")
 
 
-@dataclasses.dataclass
-class Sentence:
-    """One tokenized sentence.
-
-    Args:
-        text: str. The sentence as read.
-        spans: np.ndarray. int32 [W, 3]: start char, end char, token count of each word.
-        word_starts: np.ndarray | None. int32 [J], start chars of the jieba words (whole-word
-            masking), or None.
-    """
-
-    text: str
-    spans: np.ndarray
-    word_starts: np.ndarray | None = None
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.spans[:, 2].sum())
-
-
-@dataclasses.dataclass
-class Document:
-    """A document: its position in the input (stable across passes) and its sentences."""
-
-    index: int
-    sentences: list[Sentence]
-
-
 @dataclasses.dataclass(frozen=True)
 class Instance:
     """One sentence pair, as written to the records.
@@ -184,7 +130,7 @@ class Instance:
         return int(self.is_random_next)
 
 
-# --------------------------------------------------------------------------- tokenization
+# --------------------------------------------------------------------------- joining sentences
 
 
 # CJK ideographs as BERT's tokenizer has them (tfbert.text.tokenizer; `tokenizers` starts
@@ -220,111 +166,6 @@ def join_sentences(sentences: Sequence[str]) -> str:
     for s in sentences:
         out += joiner(out, s) + s
     return out
-
-
-def bert_word_spans(vocab_file: str, lower_case: bool = True) -> WordSpansFn:
-    """A word-spans function backed by `tfbert.BertTokenizer` (the same tokenizer the
-    pipeline re-tokenizes with, so the counts match exactly).
-
-    Args:
-        vocab_file: str. WordPiece vocab.
-        lower_case: bool. As for `BertTokenizer`.
-
-    Returns:
-        A function: list of sentences -> one int32 [W, 3] array (start char, end char,
-        tokens) per sentence; a word is a token not starting with "##" plus its "##" pieces.
-    """
-    import tensorflow as tf
-
-    from tfbert.text.tokenizer import BertTokenizer
-
-    tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
-    continuation = np.array([t.startswith("##") for t in tokenizer.vocab], dtype=bool)
-
-    def spans(texts: Sequence[str]) -> list[np.ndarray]:
-        if not texts:
-            return []
-        ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(list(texts)))
-        row_splits = ids.row_splits.numpy()
-        flat_ids = ids.flat_values.numpy()
-        flat_starts = starts.flat_values.numpy().astype(np.int64)
-        flat_ends = ends.flat_values.numpy().astype(np.int64)
-        new_word = ~continuation[flat_ids]
-        new_word[row_splits[:-1][row_splits[:-1] < len(flat_ids)]] = True  # row starts
-        word_index = np.cumsum(new_word) - 1  # [N] word of each token
-        num_words = int(word_index[-1]) + 1 if len(flat_ids) else 0
-        word_start = np.zeros(num_words, np.int64)
-        word_end = np.zeros(num_words, np.int64)
-        word_tokens = np.bincount(word_index, minlength=num_words) if num_words else word_start
-        word_start[word_index[new_word]] = flat_starts[new_word]
-        np.maximum.at(word_end, word_index, flat_ends)
-        table = np.stack([word_start, word_end, word_tokens], axis=1).astype(np.int32)
-        word_splits = np.concatenate([[0], np.cumsum(new_word)])[row_splits]
-        return [table[word_splits[i]:word_splits[i + 1]] for i in range(len(texts))]
-
-    return spans
-
-
-@functools.cache
-def _jieba():
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict..." chatter
-    return jieba
-
-
-def jieba_word_starts(text: str) -> np.ndarray:
-    """Start chars of the jieba words of `text` (int32 [J]); Chinese words for whole-word
-    masking (jieba splits English at spaces and punctuation, so it works there too)."""
-    return np.fromiter((start for _, start, _ in _jieba().tokenize(text)), dtype=np.int32)
-
-
-def tokenize_documents(documents: Iterable[list[str]], word_spans: WordSpansFn,
-                       whole_word_mask: bool = False,
-                       batch_sentences: int = 2048) -> Iterator[Document]:
-    """Tokenizes a stream of documents (lists of sentences) in batches, keeping order.
-
-    Sentences without tokens and documents without sentences are dropped (as the reference
-    does); document indices count the input documents, so they are stable across passes.
-
-    Args:
-        documents: iterable of list[str]. Documents in input order.
-        word_spans: WordSpansFn. E.g. `bert_word_spans(vocab_file)`.
-        whole_word_mask: bool. Also segment every sentence with jieba.
-        batch_sentences: int. Sentences per tokenizer call.
-    """
-    pending: list[tuple[int, list[str]]] = []
-    pending_sentences = 0
-
-    def flush() -> Iterator[Document]:
-        texts = [s for _, doc in pending for s in doc]
-        tables = word_spans(texts)
-        if len(tables) != len(texts):
-            raise ValueError(f"word_spans returned {len(tables)} results for {len(texts)} "
-                             "sentences")
-        k = 0
-        for index, doc in pending:
-            sentences = []
-            for text in doc:
-                table = tables[k]
-                k += 1
-                if len(table) and int(table[:, 2].sum()) > 0:
-                    starts = jieba_word_starts(text) if whole_word_mask else None
-                    sentences.append(Sentence(text, np.asarray(table, np.int32), starts))
-            if sentences:
-                yield Document(index, sentences)
-
-    for index, doc in enumerate(documents):
-        doc = [s for s in (s.strip() for s in doc) if s]
-        if not doc:
-            continue
-        pending.append((index, doc))
-        pending_sentences += len(doc)
-        if pending_sentences >= batch_sentences:
-            yield from flush()
-            pending, pending_sentences = [], 0
-    if pending:
-        yield from flush()
 
 
 # --------------------------------------------------------------------------- segments
@@ -621,288 +462,3 @@ def create_instances_multi_pass(read_documents: Callable[[], Iterable[Document]]
                 yield from emit(count(instance))
     rng.shuffle(instance_buffer)
     yield from instance_buffer
-
-
-# --------------------------------------------------------------------------- files
-
-
-def read_text_documents(files: Sequence[str], on_bytes: Callable[[int], None] | None = None,
-                        encoding: str = textfiles.DEFAULT_ENCODING,
-                        max_bad_fraction: float = textfiles.CORPUS_MAX_BAD_FRACTION,
-                        on_skip: Callable[[str, int, str], None] | None = None
-                        ) -> Iterator[list[str]]:
-    """Documents in the reference's input format: one sentence per line, a blank line between
-    documents (a new file also starts a new document). Reads one line at a time.
-
-    Bytes are read through `tfbert.textfiles`: a UTF-8 byte-order mark is dropped, `encoding`
-    decodes strictly, and a line whose bytes do not decode is dropped and counted as long as
-    such lines stay within `max_bad_fraction` of the file's lines (by default one in 10,000,
-    checked from 10,000 lines on); beyond that it is a `TextDecodeError` naming the file, the
-    first bad line, its byte offset and the `--input_encoding` to pass.
-
-    Args:
-        files: sequence of str. Text files (local or any `tf.io.gfile` path).
-        on_bytes: optional callback with the bytes read for each document (progress bars).
-        encoding: str. The files' text encoding (`--input_encoding`).
-        max_bad_fraction: float. Share of lines that may be dropped for undecodable bytes.
-        on_skip: optional callback (path, line number, message) for each dropped line; without
-            it each file with dropped lines logs one warning.
-    """
-    for path in files:
-        document: list[str] = []
-        read = 0
-        skip = None if on_skip is None else functools.partial(on_skip, path)
-        for text in textfiles.read_lines(path, encoding, max_bad_fraction, skip):
-            if on_bytes is not None:
-                read += len(text.encode(encoding, errors="replace"))
-            line = text.strip()
-            if line:
-                document.append(line)
-                continue
-            if document:
-                yield document
-                document = []
-            if on_bytes is not None:
-                on_bytes(read)
-                read = 0
-        if document:
-            yield document
-        if on_bytes is not None and read:
-            on_bytes(read)
-
-
-def _describe_files(files: Sequence[str]) -> str:
-    shown = ", ".join(files[:3])
-    return shown + (f" (and {len(files) - 3} more files)" if len(files) > 3 else "")
-
-
-def check_documents(documents: Iterable[list[str]], source: str) -> None:
-    """A UserError unless `documents` holds two documents with text (next-sentence prediction
-    draws the NotNext segment B from another document). Reads only as far as it needs to.
-
-    Args:
-        documents: iterable of list[str]. E.g. `read_text_documents(files)`.
-        source: str. What the documents are, for the message (file names).
-    """
-    found: list[list[str]] = []
-    try:
-        for doc in documents:
-            if any(s.strip() for s in doc):
-                found.append(doc)
-            if len(found) == 2:
-                return
-    finally:
-        close = getattr(documents, "close", None)
-        if close is not None:
-            close()
-    if not found:
-        raise UserError(f"{source}: no documents (no line holds text; expected one sentence per "
-                        "line and a blank line between documents)")
-    sentences = sum(1 for s in found[0] if s.strip())
-    raise UserError(f"{source}: only one document ({sentences} sentence(s)); next-sentence "
-                    "prediction needs at least two, to draw NotNext segments from another "
-                    "document: put a blank line between documents (a new input file also "
-                    "starts one)")
-
-
-def create_pretraining_data(output_file: str, vocab_file: str,
-                            input_files: Sequence[str] | None = None,
-                            options: InstanceOptions | None = None, seed: int = 12345,
-                            num_shards: int = 1, whole_word_mask: bool = False,
-                            gzip: bool = False, lower_case: bool = True,
-                            progress: bool = True,
-                            documents: Sequence[list[str]] | None = None,
-                            encoding: str = textfiles.DEFAULT_ENCODING,
-                            max_bad_fraction: float = textfiles.CORPUS_MAX_BAD_FRACTION,
-                            output_format: str = "tfbert", max_predictions_per_seq: int = 20,
-                            masked_lm_prob: float = 0.15, do_whole_word_mask: bool = False,
-                            overwrite: bool = False) -> tuple[Stats, list[str]]:
-    """Writes pretraining TFRecords (see `tfbert.data.records`) from text files, from
-    in-memory `documents`, or (neither given) from the built-in Chinese corpus.
-
-    In-memory documents (and the built-in corpus) are shuffled whole with `seed` first, as the
-    reference does: a corpus in source order (the built-in one has People's Daily articles
-    first, one-sentence reviews after) would otherwise drift from 50% NotNext (about 60%).
-
-    Nothing is written for an input that cannot make pretraining data: no documents, or only
-    one (a `UserError` before the tokenizer is even built). Shards are written under temporary
-    names beside `output_file` and renamed only when all are complete, so an error or a kill
-    never leaves a partial shard under the final name. Lines dropped for undecodable bytes and
-    sentences longer than a pair holds (`max_seq_length - 3` tokens: cut to fit, the rest is
-    lost) are counted in the returned `Stats` and reported in a warning.
-
-    Args:
-        output_file: str. Output path; with `num_shards` K > 1 the shards are
-            `output_file-0000i-of-0000K`.
-        vocab_file: str. WordPiece vocab (token counts must match the training tokenizer).
-        input_files: sequence of str | None. Text files (one sentence per line, blank line
-            between documents); None for the built-in corpus.
-        options: InstanceOptions | None. Lengths, dupe factor, buffer sizes.
-        seed: int. Random seed: the same input and seed give the same files.
-        num_shards: int. Output shards (instances are dealt round-robin).
-        whole_word_mask: bool. Store jieba word starts for whole-word masking.
-        gzip: bool. GZIP-compressed records.
-        lower_case: bool. As for `BertTokenizer` (use the training setting).
-        progress: bool. Show a progress bar.
-        documents: sequence of list[str] | None. Documents of sentences (instead of files).
-        encoding: str. Text encoding of `input_files` (`--input_encoding`; the vocab is
-            UTF-8, as tfbert writes it).
-        max_bad_fraction: float. Share of a file's lines that may be dropped for undecodable
-            bytes (see `read_text_documents`).
-        output_format: str. "tfbert": text pairs, masked when read (`tfbert.data.records`).
-            "google": google-research/bert's token ids with static masks, drawn here
-            (`tfbert.data.google_records`); the instances are the same for the same input,
-            options and seed.
-        max_predictions_per_seq: int. google format: masked positions per record (P).
-        masked_lm_prob: float. google format: share of non-special tokens masked.
-        do_whole_word_mask: bool. google format: mask a token with its `##` pieces (and,
-            with `whole_word_mask`, whole jieba words).
-        overwrite: bool. Replace existing output files that tfbert did not write (ones it
-            wrote, unchanged since, are replaced anyway: each gets a record
-            `.NAME.tfbert.json` beside it, `tfbert.ownership`).
-
-    Returns:
-        (Stats, the shard paths written).
-
-    Raises:
-        UserError: no or one document, no instances, an unknown encoding, undecodable bytes
-            beyond `max_bad_fraction`, bad options; an output path that is an input (a text
-            file, the vocab) or an existing file tfbert did not write (without overwrite),
-            refused before anything is read.
-        FileNotFoundError: an input file does not exist.
-    """
-    import tensorflow as tf
-    import tqdm
-
-    from tfbert.data import corpora
-    from tfbert.data import records as records_lib
-
-    options = options or InstanceOptions()
-    encoding = textfiles.check_encoding(encoding)
-    if output_format not in records_lib.RECORD_FORMATS:
-        raise UserError(f"output_format {output_format!r} is not one of "
-                        f"{sorted(records_lib.RECORD_FORMATS)}")
-    if output_format == records_lib.GOOGLE and not (
-            1 <= max_predictions_per_seq <= options.max_seq_length):
-        raise UserError(f"max_predictions_per_seq {max_predictions_per_seq} must be in "
-                        f"[1, max_seq_length={options.max_seq_length}]")
-    if output_format == records_lib.GOOGLE and not 0 < masked_lm_prob <= 1:
-        raise UserError(f"masked_lm_prob {masked_lm_prob} is not in (0, 1]")
-    if input_files and documents is not None:
-        raise ValueError("pass input_files or documents, not both")
-    final_paths = records_lib.shard_paths(output_file, num_shards)
-    ownership.claim_files(final_paths, {"input_file": input_files, "vocab_file": vocab_file},
-                          overwrite, "output_file")
-    skipped: list[tuple[str, int, str]] = []
-    reads = 0
-    if input_files:
-        source = _describe_files(input_files)
-        check_documents(read_text_documents(input_files, encoding=encoding,
-                                            max_bad_fraction=max_bad_fraction,
-                                            on_skip=lambda *_: None), source)
-        total = sum(tf.io.gfile.stat(f).length for f in input_files) * options.dupe_factor
-        bar = tqdm.tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
-                        desc="pretraining data")
-
-        def on_skip(path: str, line: int, message: str) -> None:
-            if reads == 1:  # count the first pass only
-                skipped.append((path, line, message))
-
-        def read_texts() -> Iterator[list[str]]:
-            nonlocal reads
-            reads += 1
-            return read_text_documents(input_files, on_bytes=bar.update, encoding=encoding,
-                                       max_bad_fraction=max_bad_fraction, on_skip=on_skip)
-    else:
-        in_memory = list(corpora.chinese_documents() if documents is None else documents)
-        source = "the built-in corpus" if documents is None else "documents"
-        check_documents(in_memory, source)
-        random.Random(seed).shuffle(in_memory)  # in memory anyway: shuffle whole
-        bar = tqdm.tqdm(total=len(in_memory) * options.dupe_factor, unit="doc",
-                        disable=not progress, desc=f"pretraining data ({source})")
-
-        def read_texts() -> Iterator[list[str]]:
-            for doc in in_memory:
-                yield doc
-                bar.update(1)
-
-    spans = bert_word_spans(vocab_file, lower_case=lower_case)
-    encoder = None
-    if output_format == records_lib.GOOGLE:
-        from tfbert.data.google_records import GoogleRecordEncoder
-
-        encoder = GoogleRecordEncoder(vocab_file, options.max_seq_length,
-                                      max_predictions_per_seq, masked_lm_prob,
-                                      do_whole_word_mask, lower_case, seed=seed)
-    stats = Stats()
-    directory, name = os.path.split(output_file)
-    writer = records_lib.ShardedWriter(os.path.join(directory, f".{name}.tmp-{os.getpid()}"),
-                                       num_shards, gzip=gzip)
-    try:
-        with writer:
-            for inst in create_instances_multi_pass(
-                    lambda: tokenize_documents(read_texts(), spans, whole_word_mask), options,
-                    seed, stats=stats):
-                if encoder is None:
-                    writer.write(records_lib.make_example(inst.text_a, inst.text_b,
-                                                          inst.next_sentence_label,
-                                                          inst.word_starts_a, inst.word_starts_b))
-                else:
-                    for record in encoder.add(inst):
-                        writer.write(record)
-                bar.set_postfix(instances=f"{stats.instances:,}", refresh=False)
-            for record in encoder.flush() if encoder is not None else ():
-                writer.write(record)
-        stats.bad_lines = len(skipped)
-        if stats.documents < 2 or stats.instances == 0:
-            raise UserError(f"{source}: {stats.documents} document(s) with tokens made "
-                            f"{stats.instances} instances; pretraining data needs at least two "
-                            f"documents and one instance ({stats.summary()})")
-        for temp, path in zip(writer.paths, final_paths, strict=True):
-            tf.io.gfile.rename(temp, path, overwrite=True)
-            ownership.record_file(path)  # .NAME.tfbert.json: a rerun may replace it
-    except BaseException:
-        for temp in writer.paths:
-            with contextlib.suppress(Exception):
-                tf.io.gfile.remove(temp)
-        raise
-    finally:
-        bar.close()
-    _warn(stats, options, skipped)
-    return stats, final_paths
-
-
-def _warn(stats: Stats, options: InstanceOptions, skipped: list[tuple[str, int, str]]) -> None:
-    """One warning for each thing that was lost or went off balance."""
-    if skipped:
-        logger.warning("skipped %d line(s) with undecodable bytes (first: %s)", len(skipped),
-                       skipped[0][2])
-    if stats.long_sentences:
-        logger.warning("%d of %d sentences are longer than the %d tokens a pair holds "
-                       "(max_seq_length - 3): each is cut to fit and the rest of it is lost; "
-                       "put one sentence per line", stats.long_sentences, stats.sentences,
-                       stats.pair_tokens)
-    share = stats.not_next_share
-    noise = 3 * 0.5 / max(1, stats.instances) ** 0.5  # 3 binomial standard deviations
-    if not options.balance_next_sentence or abs(share - 0.5) <= max(0.03, noise):
-        return
-    forced = stats.forced_not_next / max(1, stats.chunks)
-    if forced > 0.5:
-        reason = (f"{forced:.0%} of the chunks are one sentence long and so always NotNext: "
-                  "the input is mostly one-sentence documents")
-    elif stats.dropped > 0.05 * max(1, stats.chunks):
-        reason = (f"{stats.dropped:,} of {stats.chunks:,} chunks found no pair (too few "
-                  "documents, or words longer than the room)")
-    else:
-        reason = (f"the input has runs of one-sentence documents the document shuffle buffer "
-                  f"({options.shuffle_buffer_documents}) cannot mix; a larger "
-                  "shuffle_buffer_documents or interleaved input files help")
-    logger.warning("NotNext share is %.1f%% (not 50%%): %s", 100 * share, reason)
-
-
-__all__ = [
-    "Document", "Instance", "InstanceMaker", "InstanceOptions", "Sentence", "Stats",
-    "WordSpansFn", "bert_word_spans", "create_instances", "create_instances_multi_pass",
-    "check_documents", "create_pretraining_data", "jieba_word_starts", "join_sentences",
-    "joiner", "read_text_documents", "tokenize_documents", "truncate_pair",
-]

@@ -16,7 +16,7 @@ rerandomize_each_iteration=True)`: the same `seed` gives the same masks run afte
 epoch (a new iterator, or the next pass of `repeat`) gets fresh ones.
 
 `pretraining_stream` is the training form (what run_pretraining.py trains on): the same
-transform over `records.positioned_records`, with the record order and the masks pure
+transform over `record_stream.stream_from`, with the record order and the masks pure
 functions of (seed, global step), so it starts at any step without reading what comes before,
 and each tf.distribute worker makes only its rows of every global batch.
 """
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfbert.data import records as records_lib
+from tfbert.data import record_formats, record_stream, records
 from tfbert.data.google_records import GoogleRecordsTransform, feature_spec
 from tfbert.data.masking import BatchRows
 from tfbert.data.text_pairs import PretrainingTransform
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
             "masked_lm_weights", "next_sentence_labels")
 
-# The training stream's record order (`records.positioned_records`): files read round robin at
+# The training stream's record order (`record_stream.stream_from`): files read round robin at
 # a time, records permuted together. `INPUT_ORDER` names it; a resume compares it
 # (`tfbert.training.resume`), since other values give another stream.
 CYCLE_LENGTH, SHUFFLE_WINDOW = 8, 10_000
@@ -97,7 +97,7 @@ def pretraining_dataset(
         drop_remainder: bool. Static batch shapes (XLA, TPUs); False keeps the last short batch.
         skip_corrupt: bool. Skip the rest of a corrupt/truncated file with a warning instead of
             failing with an error naming it.
-        readable_bytes: path -> bytes or None. For files `records.scan_records` found damaged:
+        readable_bytes: path -> bytes or None. For files `record_scan.scan_records` found damaged:
             the bytes it could read, which their end-of-file check then expects (no warning
             for a loss the scan reported already).
         input_context: tf.distribute.InputContext | None. From
@@ -119,7 +119,7 @@ def pretraining_dataset(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size {batch_size} must be >= 1")
-    files = records_lib.expand_file_pattern(file_pattern)
+    files = records.expand_file_pattern(file_pattern)
     num_pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
     transform, describe = _batch_transform(files, vocab_file, max_seq_length,
@@ -128,7 +128,7 @@ def pretraining_dataset(
     logger.info("pretraining_dataset: %d file(s) of %s, input pipeline %d of %d, batch %d",
                 len(files), describe, pipeline_id + 1, num_pipelines, batch_size)
     file_seed = None if seed is None else seed + 1_000_003 * pipeline_id
-    ds = records_lib.read_records(files, shuffle_files=shuffle, seed=file_seed,
+    ds = records.read_records(files, shuffle_files=shuffle, seed=file_seed,
                                   skip_corrupt=skip_corrupt, cycle_length=cycle_length,
                                   num_shards=num_pipelines, shard_index=pipeline_id,
                                   readable_bytes=readable_bytes)
@@ -166,11 +166,11 @@ def _batch_transform(files: Sequence[str], vocab_file: str, max_seq_length: int,
     """(serialized records [B], mask seed -> feature dict, a description for the log) for the
     files' record format (told from their first records)."""
     vocab = load_vocab(vocab_file)
-    layout = records_lib.files_layout(
+    layout = record_formats.files_layout(
         files, max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq if static_masking else None,
         vocab_size=len(vocab))
-    if layout.format == records_lib.GOOGLE:
+    if layout.format == record_formats.GOOGLE:
         google = GoogleRecordsTransform(vocab, max_predictions_per_seq,
                                         masked_lm_prob, whole_word_mask, static_masking)
         spec = feature_spec(layout.seq_length, layout.predictions)
@@ -182,8 +182,8 @@ def _batch_transform(files: Sequence[str], vocab_file: str, max_seq_length: int,
                                     masked_lm_prob, whole_word_mask, lower_case)
 
         def transform(serialized, seed):
-            return text(records_lib.parse_examples(serialized), seed)
-    masking = "stored" if static_masking and layout.format == records_lib.GOOGLE else (
+            return text(records.parse_examples(serialized), seed)
+    masking = "stored" if static_masking and layout.format == record_formats.GOOGLE else (
         "whole-word" if whole_word_mask else "token")
     return transform, f"{layout.format} records, seq {max_seq_length}, {masking} masking"
 
@@ -276,7 +276,7 @@ def pretraining_stream(
     started at 0 yields from its N-th step on, without reading or masking what comes before.
 
     Global step s is the `batch_size` records at positions [s * B, (s + 1) * B) of
-    `records.positioned_records` (seeded file order, round-robin reading, windows permuted
+    `record_stream.stream_from` (seeded file order, round-robin reading, windows permuted
     statelessly); its masks are drawn for the whole global batch from the stateless seed
     (seed, s). Worker w of W parses, tokenizes and masks only its rows (`worker_rows`), so its
     input work is 1/W of the total and its masks are those the rows get in a one-worker run:
@@ -286,7 +286,7 @@ def pretraining_stream(
 
     Args:
         files: sequence of str. TFRecord files.
-        record_counts: sequence of int. Readable records of each file (`records.scan_records`).
+        record_counts: sequence of int. Readable records of each file (`record_scan.scan_records`).
         vocab_file: str. WordPiece vocab.
         max_seq_length: int. T.
         max_predictions_per_seq: int. P.
@@ -303,7 +303,7 @@ def pretraining_stream(
         cycle_length: int. Files read round robin at a time.
         shuffle_window: int. Records permuted together.
         chunk_steps: int or None. Build the stream from chunks of this many steps up to
-            `end_step`, each read from its own start (`records.stream_plans`), the chunks
+            `end_step`, each read from its own start (`record_stream.stream_plans`), the chunks
             a `from_tensor_slices` source: what a tf.data service under
             `ShardingPolicy.DYNAMIC` hands out to its workers one at a time
             (`tfbert.training.data_service`). Each element then carries its global step as
@@ -317,8 +317,8 @@ def pretraining_stream(
         chunk_steps.
 
     Example:
-    >>> files = records_lib.expand_file_pattern("data/pretrain.tfrecord-*")
-    >>> counts = [r.records for r in records_lib.scan_records(files)]
+    >>> files = records.expand_file_pattern("data/pretrain.tfrecord-*")
+    >>> counts = [r.records for r in record_scan.scan_records(files)]
     >>> ds = pretraining_stream(files, counts, "vocab.txt", 128, 20, 32, seed=1,
     ...                         start_step=500_000)  # as quick to start as step 0
     >>> next(iter(ds))["input_ids"].shape.as_list()
@@ -332,19 +332,19 @@ def pretraining_stream(
                 "each %d examples", len(files), describe, start_step, worker_index + 1,
                 num_workers, len(rows), batch_size)
     if chunk_steps is None:
-        raw = records_lib.positioned_records(files, record_counts, seed,
+        raw = record_stream.stream_from(files, record_counts, seed,
                                              start_step * batch_size, cycle_length=cycle_length,
                                              window=shuffle_window)
         steps = raw.batch(batch_size, drop_remainder=True).enumerate(start=start_step)
     else:
         firsts = list(range(start_step, max(end_step or 0, start_step + 1), chunk_steps))
-        plans = records_lib.stream_plans(files, record_counts, seed,
+        plans = record_stream.stream_plans(files, record_counts, seed,
                                          [f * batch_size for f in firsts], cycle_length,
                                          shuffle_window)
         plans["step"] = np.asarray(firsts, np.int64)
 
         def chunk(plan):
-            raw = records_lib.planned_records(files, record_counts, seed, plan, cycle_length,
+            raw = record_stream.stream_from_plan(files, record_counts, seed, plan, cycle_length,
                                               shuffle_window)
             return raw.take(chunk_steps * batch_size).batch(batch_size).enumerate(
                 start=plan["step"])
@@ -378,6 +378,6 @@ def pretraining_stream(
 
 def count_records(file_pattern: str | Sequence[str]) -> int:
     """Number of records in the files (a full read; for steps-per-epoch arithmetic)."""
-    files = records_lib.expand_file_pattern(file_pattern)
-    total = records_lib.read_records(files).reduce(np.int64(0), lambda n, _: n + 1)
+    files = records.expand_file_pattern(file_pattern)
+    total = records.read_records(files).reduce(np.int64(0), lambda n, _: n + 1)
     return int(total)

@@ -16,7 +16,7 @@ import shutil
 import time
 from typing import Any
 
-from tfbert.data import corpora, instances
+from tfbert.data import corpora, instance_files, instances
 from tfbert.errors import UserError
 from tfbert.fileio import write_json
 from tfbert.text import vocab_builder
@@ -119,7 +119,7 @@ def _build_default_data(directory: str, params: dict[str, Any]) -> None:
             ("eval", eval_docs, 1, 1)):
         # Shuffles the documents whole first, as the reference does: the corpus comes in
         # source order (People's Daily articles, then one-sentence reviews).
-        stats, paths = instances.create_pretraining_data(
+        stats, paths = instance_files.create_pretraining_data(
             os.path.join(tmp, f"{name}.tfrecord"), vocab_file, documents=docs,
             options=instances.InstanceOptions(max_seq_length=params["max_seq_length"],
                                               dupe_factor=dupe_factor),

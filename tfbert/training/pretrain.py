@@ -39,7 +39,7 @@ The stream holds only for the same data settings, so a resume compares them with
 Safety. The run writes only into a new or empty output_dir or a pretraining run's own
 (`tfbert.ownership`), holds its lock (`tfbert.rundir`) from start to end, removes
 the `ckpt-N_temp/` folders a kill during a save leaves, and reads every input shard once
-(`tfbert.data.records.scan_records`, CRCs and truncation) before it builds the model;
+(`tfbert.data.record_scan.scan_records`, CRCs and truncation) before it builds the model;
 `skip_corrupt` trains without the unreadable rest of a damaged shard and reports it.
 """
 
@@ -61,7 +61,7 @@ import tensorflow as tf
 
 from tfbert import ownership, rundir
 from tfbert.config import BertConfig
-from tfbert.data import records
+from tfbert.data import record_scan, records
 from tfbert.data.pretraining import (
     CYCLE_LENGTH,
     SHUFFLE_WINDOW,
@@ -549,7 +549,7 @@ class _Phase:
 
 def _phase(config: PretrainConfig, train_paths: list[str], train_files: str,
            eval_files: str | None, end_step: int, vocab_size: int,
-           damaged: list[records.ShardReport], flag: str = "") -> _Phase:
+           damaged: list[record_scan.ShardReport], flag: str = "") -> _Phase:
     """Checks a phase's records (`_scan`; damaged shards are added to `damaged`); `train_paths`
     are `train_files` expanded."""
     eval_paths = records.expand_file_pattern(eval_files) if eval_files else []
@@ -632,13 +632,13 @@ def model_positions(config: PretrainConfig) -> tuple[int | None, str]:
 
 
 def _scan(paths: list[str], files: str, what: str, config: PretrainConfig, vocab_size: int,
-          minimum: int = 1) -> list[records.ShardReport]:
-    """Checks every record of the files (`records.scan_records`: integrity, one known record
+          minimum: int = 1) -> list[record_scan.ShardReport]:
+    """Checks every record of the files (`record_scan.scan_records`: integrity, one known record
     format, google-format shapes against the config); returns a report per file (its readable
     records, its problem if damaged). Raises UserError when there are under `minimum`
     records."""
     started = time.perf_counter()
-    reports = records.scan_records(
+    reports = record_scan.scan_records(
         paths, what, skip_corrupt=config.skip_corrupt, max_seq_length=config.max_seq_length,
         max_predictions_per_seq=config.max_predictions_per_seq if config.static_masking
         else None, vocab_size=vocab_size)
@@ -726,7 +726,7 @@ def train_dataset(config: PretrainConfig, files: Sequence[str], record_counts: S
     Args:
         config: PretrainConfig.
         files: list of str. The training TFRecords.
-        record_counts: list of int. Readable records of each (`records.scan_records`).
+        record_counts: list of int. Readable records of each (`record_scan.scan_records`).
         vocab_file: str. WordPiece vocab.
         lower_case: bool. As for `BertTokenizer`.
         start_step: int. The first global step (a resume's checkpointed step).
