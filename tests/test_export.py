@@ -525,8 +525,9 @@ def test_ner_span_decoding_follows_conlleval_for_bio_and_bioes(chinese_vocab_fil
     mask = (positions < lengths[:, None] + 2).astype(np.int32)
     ids = np.where(mask == 1, 20, 0).astype(np.int32)  # a non-"##" piece everywhere
     logits = np.eye(len(labels), dtype=np.float32)[tags]
-    out = module._decode_ner({"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
-                              "segment_ids": tf.zeros_like(ids)}, tf.constant(logits), None)
+    ner = module._objects.head  # the NER serving head (tfbert/export/heads/ner.py)
+    out = ner.decode({"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+                      "segment_ids": tf.zeros_like(ids)}, {"logits": tf.constant(logits)}, None)
     for i in range(batch):
         words = [labels[k] for k in tags[i, 1:lengths[i] + 1]]  # pieces between [CLS]/[SEP]
         want = [(e.start + 1, e.end + 2, e.type) for e in get_entities(words)]
@@ -538,9 +539,9 @@ def test_ner_span_decoding_follows_conlleval_for_bio_and_bioes(chinese_vocab_fil
     # Word pieces: a "##" piece belongs to the word before it and its own tag is ignored.
     continuation = open(chinese_vocab_file, encoding="utf-8").read().splitlines().index("##s")
     is_cont = (rng.random((batch, t)) < 0.4) & (positions >= 2) & (mask == 1)
-    out = module._decode_ner({"input_ids": tf.constant(np.where(is_cont, continuation, ids)),
-                              "input_mask": tf.constant(mask),
-                              "segment_ids": tf.zeros_like(ids)}, tf.constant(logits), None)
+    out = ner.decode({"input_ids": tf.constant(np.where(is_cont, continuation, ids)),
+                      "input_mask": tf.constant(mask), "segment_ids": tf.zeros_like(ids)},
+                     {"logits": tf.constant(logits)}, None)
     for i in range(batch):
         last = lengths[i]  # pieces 1..last
         firsts = [p for p in range(1, last + 1) if not is_cont[i, p]]

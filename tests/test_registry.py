@@ -38,13 +38,25 @@ def test_task_of_a_model_and_of_a_foreign_class():
         registry.task_of(Other())
 
 
-def test_register_refuses_clashes_and_bad_heads():
+def test_register_refuses_clashes():
     task = registry.get("qa")
     assert registry.register(task) is task  # the same declaration again: a no-op
     with pytest.raises(ValueError, match="clashes"):
         registry.register(registry.Task("qa", tfbert.BertClassifier, export="qa"))
-    with pytest.raises(ValueError, match="export 'regression' is not one of"):
-        registry.Task("regression", tfbert.BertClassifier, export="regression")
+
+
+
+def test_every_task_names_a_serving_head():
+    """Each task's `export` is a module of tfbert/export/heads/ whose HEAD carries that name;
+    an unknown head is refused with the ones there are."""
+    from tfbert.export import heads
+
+    assert heads.names() == ("classification", "encoder", "ner", "qa")
+    for task in registry.tasks():
+        head = heads.get(task.export)
+        assert issubclass(head, heads.ServingHead) and head.name == task.export
+    with pytest.raises(UserError, match=r"task 'regression' is not one of \('classification'"):
+        heads.get("regression")
 
 
 def test_checkpoints_import_no_models():

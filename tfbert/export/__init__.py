@@ -56,6 +56,7 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     Returns:
         (keras model, vocab file, ExportSpec, metadata dict).
     """
+    from tfbert.export import heads
     from tfbert.export.saved_model import ExportSpec
     from tfbert.models import pretrained
     from tfbert.tasks import registry
@@ -96,13 +97,12 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
         registered = registry.task_of(model)
     except UserError as e:
         raise UserError(f"{model_dir}: cannot export: {e}") from None
-    task = registered.export
-    if task == "encoder":
-        model = getattr(model, "encoder", model)  # a pretrainer exports its encoder
-    if metadata.get("task") not in (None, registered.name, task):
+    head = heads.get(registered.export)
+    model = head.served_model(model)
+    if metadata.get("task") not in (None, registered.name, head.name):
         raise UserError(f"{model_dir}: tfbert.json says task {metadata['task']!r} but the model "
-                        f"is a {class_name} ({task})")
-    encoder_config = (model if task == "encoder" else model.encoder).config
+                        f"is a {class_name} ({head.name})")
+    encoder_config = getattr(model, "encoder", model).config
     seq_length = max_seq_length or metadata.get("max_seq_length")
     if seq_length is None:
         seq_length = min(128, encoder_config.max_position_embeddings)
@@ -111,34 +111,12 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     if seq_length > encoder_config.max_position_embeddings:
         raise UserError(f"max_seq_length {seq_length} exceeds the model's "
                         f"max_position_embeddings {encoder_config.max_position_embeddings}")
-    labels = metadata.get("labels")
-    if task == "classification" and not labels:
-        labels = [str(i) for i in range(model.num_classes)]
-    if task in ("classification", "ner") and len(labels) != model.num_classes:
-        raise UserError(f"{model_dir}: {len(labels)} labels in tfbert.json for a model with "
-                        f"{model.num_classes} classes")
-    lower_case = metadata.get("lower_case", encoder_config.lower_case)
-    qa = {k: metadata[k] for k in ("max_query_length", "max_answer_length", "n_best_size",
-                                   "version_2_with_negative", "null_score_diff_threshold",
-                                   "doc_stride")
-          if k in metadata and task == "qa"}
-    classes = {}  # a multi-label classifier: its stored per-label thresholds
-    if task == "classification" and getattr(model, "multi_label", False):
-        thresholds = metadata.get("thresholds")
-        if thresholds is None:
-            logger.warning("%s: a multi-label model without thresholds in tfbert.json; every "
-                           "label gets 0.5", model_dir)
-            thresholds = [0.5] * len(labels)
-        classes = {"multi_label": True, "thresholds": [float(t) for t in thresholds]}
-    # Long texts as training read them (windows), NER words as its tokens were.
-    long_text = {k: metadata[k] for k in ("long_input", "doc_stride")
-                 if k in metadata and task in ("classification", "ner")}
-    words = {k: metadata[k] for k in ("token_separator", "label_alignment")
-             if k in metadata and task == "ner"}
-    spec = ExportSpec(task=task, seq_length=int(seq_length), labels=labels,
-                      pair=bool(metadata.get("pair", False) if pair is None else pair)
-                      and task == "classification",
-                      lower_case=bool(lower_case), **qa, **classes, **long_text, **words)
+    fields = head.spec_fields(model, metadata, metadata.get("labels"), model_dir)
+    if pair is not None and head.text_b == "pair":
+        fields["pair"] = pair
+    spec = ExportSpec(task=head.name, seq_length=int(seq_length),
+                      lower_case=bool(metadata.get("lower_case", encoder_config.lower_case)),
+                      **fields)
     return model, vocab_file, spec, metadata
 
 

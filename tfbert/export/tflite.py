@@ -14,7 +14,7 @@ int8 weights, float activations):
                          Python: `tensorflow.lite.python.interpreter.InterpreterWithCustomOps(
                          custom_op_registerers=tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS)`.
 
-The ids model checks its inputs as the SavedModel does (saved_model.id_input_checks: ids,
+The ids model checks its inputs as the SavedModel does (input_checks.id_input_checks: ids,
 segment ids and mask in range, the three of one shape [B, T]), but TFLite has no Assert op, so a
 failed check cannot carry a message: it makes the interpreter fail in a GATHER ("gather index out
 of bounds ... (GATHER) failed to invoke"). In the text model TF Text's kernel checks the inputs'
@@ -53,8 +53,9 @@ import numpy as np
 import tensorflow as tf
 
 from tfbert.errors import UserError
+from tfbert.export.input_checks import ID_INPUTS, id_input_checks, id_ranges
 from tfbert.export.layout import claim_files, write_owned_file
-from tfbert.export.saved_model import ID_INPUTS, ExportSpec, id_input_checks, id_ranges
+from tfbert.export.saved_model import ExportSpec
 from tfbert.export.tflite_text import TEXT_MODEL_CUSTOM_OPS, TextPacker
 from tfbert.text.vocab import load_vocab
 
@@ -76,49 +77,16 @@ def _fail_unless(holds: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
 # --- the models to convert ---------------------------------------------------------------------
 
 
-def _crf_tags(crf: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor], logits: tf.Tensor,
-              continuation: tf.Tensor) -> tf.Tensor:
-    """A CRF model's Viterbi tags [B, T] over the pieces it chains (saved_model.py's rule for
-    ids: each word's first piece by the "##" rule, or every piece for a character-level model
-    or label_alignment "all"), -1 elsewhere."""
-    t = spec.seq_length
-    length = tf.reduce_sum(tf.cast(inputs["input_mask"], tf.int32), axis=1) - 2  # [B]
-    pos = tf.range(t)[tf.newaxis, :]
-    chain = (pos >= 1) & (pos <= length[:, None])  # [B, T]
-    if spec.label_alignment == "first" and spec.token_separator != "":
-        chain &= ~tf.gather(continuation, inputs["input_ids"])
-    return tf.cast(crf(logits, chain), tf.int32)
-
-
 def _raw_outputs(model: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor],
                  continuation: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
-    outputs = model(inputs, training=False)
-    if spec.task == "classification" and spec.multi_label:  # as saved_model.py's outputs
-        logits = tf.cast(outputs, tf.float32)
-        probabilities = tf.sigmoid(logits)
-        thresholds = tf.broadcast_to(tf.constant(spec.thresholds, tf.float32), tf.shape(logits))
-        return {"logits": logits, "probabilities": probabilities, "thresholds": thresholds,
-                "label_mask": tf.cast(probabilities >= thresholds, tf.int32)}
-    if spec.task == "classification":
-        logits = tf.cast(outputs, tf.float32)
-        return {"logits": logits, "probabilities": tf.nn.softmax(logits, axis=-1),
-                "label_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
-    if spec.task == "ner":
-        logits = tf.cast(outputs, tf.float32)
-        if getattr(model, "crf", None) is None:
-            return {"logits": logits,
-                    "tag_ids": tf.argmax(logits, axis=-1, output_type=tf.int32)}
-        return {"logits": logits, "tag_ids": _crf_tags(model.crf, spec, inputs, logits,
-                                                       continuation)}
-    if spec.task == "qa":
-        return {k: tf.cast(outputs[k], tf.float32) for k in ("start_logits", "end_logits")}
-    return {"pooled_output": tf.cast(outputs["pooled_output"], tf.float32),
-            "sequence_output": tf.cast(outputs["sequence_output"], tf.float32)}
+    """The task head's outputs (tfbert/export/heads/) of the model on `inputs`."""
+    return spec.head.tflite_outputs(model, spec, inputs, model(inputs, training=False),
+                                    continuation)
 
 
 def _continuation_table(model: Any, spec: ExportSpec, vocab: Sequence[str]) -> tf.Tensor:
     """bool [V]: the id is a "##" piece (ids past the vocab are not)."""
-    size = id_ranges(model, spec)["input_ids"]
+    size = id_ranges(model)["input_ids"]
     flags = [token.startswith("##") for token in vocab][:size]
     return tf.constant(flags + [False] * (size - len(flags)))
 
@@ -129,7 +97,7 @@ def _ids_module(model: Any, spec: ExportSpec, vocab: Sequence[str] = ()) -> tf.M
     module._model_variables = [v.value for v in model.variables]
     specs = [tf.TensorSpec([None, spec.seq_length], tf.int32, name=n) for n in ID_INPUTS]
 
-    ranges = id_ranges(model, spec)
+    ranges = id_ranges(model)
     continuation = _continuation_table(model, spec, vocab)
 
     @tf.function(input_signature=specs)

@@ -224,7 +224,7 @@ class TextPacker(tf.Module):
         else:
             b, lb = self._pieces(text_b)  # (a count unlike text's fails in GATHER below)
             budget = t - 3
-            if self.spec.task == "qa":  # question first, cut; the context fills the rest
+            if self.spec.head.question_first:  # the question cut; the context fills the rest
                 la = tf.minimum(la, self.spec.max_query_length)
                 lb = tf.minimum(lb, tf.maximum(budget - la, 0))
             else:  # longest first, ties cut segment b (the reference's _truncate_seq_pair)

@@ -22,8 +22,6 @@ from tfbert.models.pretrainer import BertPretrainer
 from tfbert.models.span_labeler import BertSpanLabeler
 from tfbert.models.token_classifier import BertTokenClassifier
 
-EXPORT_HEADS = ("classification", "ner", "qa", "encoder")
-
 
 @dataclasses.dataclass(frozen=True)
 class Task:
@@ -33,18 +31,14 @@ class Task:
         name: str. The task's name, as tfbert.json's "task" holds it ("qa", "ner", ...).
         model_class: type. A BertEncoder or BertTask subclass taking the encoder first; its
             `__name__` is tfbert.json's "model_class".
-        export: str. The serving head (`tfbert.export.saved_model`): "classification",
-            "ner", "qa", or "encoder" (the model's encoder is served).
+        export: str. The serving head that serves it: the module tfbert/export/heads/<export>.py
+            ("classification", "ner", "qa", or "encoder": the model's encoder is served);
+            the export looks it up, so a task needs no line in tfbert/export/.
     """
 
     name: str
     model_class: type
     export: str
-
-    def __post_init__(self) -> None:
-        if self.export not in EXPORT_HEADS:
-            raise ValueError(f"task {self.name!r}: export {self.export!r} is not one of "
-                             f"{EXPORT_HEADS}")
 
 
 _TASKS: dict[str, Task] = {}
