@@ -21,7 +21,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from tfbert import BertClassifier, BertConfig, BertEncoder, BertPretrainer  # noqa: E402
-from tfbert.training import optimization  # noqa: E402
+from tfbert.training import gradients, optimization  # noqa: E402
 
 
 def _features(batch: int = 16, seq: int = 32, predictions: int = 5) -> dict[str, np.ndarray]:
@@ -65,7 +65,7 @@ def norms(kind: str) -> dict[str, float]:
                 np.arange(16) % 3, model(inputs, training=True))
     variables = model.trainable_variables
     grads = tape.gradient(loss, variables)
-    true = float(tf.linalg.global_norm(optimization.dense_gradients(grads)))
+    true = float(tf.linalg.global_norm(gradients.dense_gradients(grads)))
     google = optimization.AdamWeightDecay(clip_norm=1e-9)  # clips always: scale = 1e-9 / norm
     google.build(variables)
     google_norm = 1e-9 / float(tf.linalg.global_norm(google._clip(grads, variables)) / true)

@@ -18,7 +18,7 @@ from model_test_utils import make_features, script_result, tiny_config
 
 from tfbert import BertEncoder, BertPretrainer
 from tfbert.fields import field_help
-from tfbert.training import optimization, runtime
+from tfbert.training import gradients, optimization, runtime
 from tfbert.training.config import RunConfig
 
 # --- google-research/bert in NumPy ---------------------------------------------------------------
@@ -249,18 +249,18 @@ def test_clip_by_true_global_norm(name):
 def test_dense_gradients_sums_duplicate_rows():
     g = tf.IndexedSlices(tf.constant([[1.0, 0.0], [1.0, 0.0], [0.0, 2.0]]),
                          tf.constant([0, 0, 1]), tf.constant([2, 2]))
-    (dense,) = optimization.dense_gradients([g])
+    (dense,) = gradients.dense_gradients([g])
     np.testing.assert_array_equal(dense.numpy(), [[2.0, 0.0], [0.0, 2.0]])
     assert float(tf.linalg.global_norm([dense])) == pytest.approx(np.sqrt(8.0))
     assert float(tf.linalg.global_norm([g])) == pytest.approx(np.sqrt(6.0))  # rows apart
-    assert optimization.dense_gradients([None]) == [None]
+    assert gradients.dense_gradients([None]) == [None]
 
 
 def test_summed_rows_stay_sparse_with_the_true_norm():
     """adamw's and lamb's clip input: one row per id, the norm the dense gradient has."""
     g = tf.IndexedSlices(tf.constant([[1.0, 0.0], [1.0, 0.0], [0.0, 2.0], [3.0, 0.0]]),
                          tf.constant([4, 4, 1, 4]), tf.constant([6, 2]))
-    (summed,) = optimization.summed_rows([g])
+    (summed,) = gradients.summed_rows([g])
     assert isinstance(summed, tf.IndexedSlices)
     assert summed.indices.numpy().tolist() == [4, 1]
     np.testing.assert_array_equal(summed.values.numpy(), [[5.0, 0.0], [0.0, 2.0]])
@@ -268,7 +268,7 @@ def test_summed_rows_stay_sparse_with_the_true_norm():
                                   tf.convert_to_tensor(g).numpy())
     assert float(tf.linalg.global_norm([summed])) == pytest.approx(np.sqrt(29.0))
     dense = tf.constant([[1.0]])
-    assert optimization.summed_rows([None, dense]) == [None, dense]
+    assert gradients.summed_rows([None, dense]) == [None, dense]
 
 
 # --- accumulation, strategies, settings ----------------------------------------------------------

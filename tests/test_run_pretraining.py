@@ -20,7 +20,7 @@ from model_test_utils import REPO, NaNWeightsAt, tiny_config
 from pretrain_test_utils import free_ports, pretrain_config, pretrain_flags, saved_weights
 
 from tfbert.config import BertConfig
-from tfbert.training import builtin_data, pretrain, reports, runtime
+from tfbert.training import builtin_data, pretrain, pretrain_model, reports, runtime
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
 
 
@@ -44,7 +44,7 @@ def test_sinusoidal_position_init():
     row t's (sin, cos) pairs for every t (what makes relative positions linear to learn)."""
     from tfbert import BertConfig, BertEncoder
 
-    table = pretrain.sinusoidal_positions(64, 32, 0.02)
+    table = pretrain_model.sinusoidal_positions(64, 32, 0.02)
     assert table.shape == (64, 32) and table.dtype == np.float32
     np.testing.assert_allclose(table.std(), 0.02, rtol=1e-5)
     pairs = table.reshape(64, 16, 2)[..., ::-1].astype("float64")  # (cos, sin) per frequency

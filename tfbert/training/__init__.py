@@ -12,11 +12,11 @@ from tfbert._lazy import lazy_names
 
 _LAZY = {
     "create_optimizer": "tfbert.training.optimization",
-    "WarmupLinearDecay": "tfbert.training.optimization",
-    "AdamW": "tfbert.training.optimization",
-    "Lamb": "tfbert.training.optimization",
+    "WarmupLinearDecay": "tfbert.training.schedules",
+    "AdamW": "tfbert.training.optimizers",
+    "Lamb": "tfbert.training.optimizers",
     "get_strategy": "tfbert.training.distribute",
-    "PretrainConfig": "tfbert.training.pretrain",
+    "PretrainConfig": "tfbert.training.pretrain_config",
     "run_pretraining": "tfbert.training.pretrain",
     "default_data": "tfbert.training.builtin_data",
     "RunConfig": "tfbert.training.config",

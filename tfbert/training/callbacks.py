@@ -1,8 +1,9 @@
-"""Keras callbacks for long training runs: step counting, checkpoints, NaN stop, TensorBoard.
+"""Keras callbacks for training runs: step counting, checkpoints, NaN stop, TensorBoard, and
+the best fine-tuning epoch (`KeepBest`, which scores dev after each epoch).
 
-All of them count *optimizer steps* (updates), not Keras batches: with gradient accumulation k,
-one step is k batches. `TrainingProgress` does the counting and must come first in the callback
-list; the others read it.
+The step callbacks count *optimizer steps* (updates), not Keras batches: with gradient
+accumulation k, one step is k batches. `TrainingProgress` does the counting and must come first
+in the callback list; the others read it.
 """
 
 from __future__ import annotations
@@ -311,3 +312,63 @@ class LoopHistory(keras.callbacks.Callback):
         stop, eta = self.progress.stop_at, self.progress.eta()
         logger.info("step %d%s %s%s", self.progress.step, f"/{stop}" if stop else "", scores,
                     f", ETA {eta}" if eta else "")
+
+
+class KeepBest(keras.callbacks.Callback):
+    """Scores dev after each epoch (`evaluate_fn(model) -> dict`) and remembers the best
+    weights (in memory) by `metric`; `restore(model)` puts them back.
+
+    The dev scalars go into the epoch's logs as `val_<name>`, for the callbacks after it.
+    """
+
+    def __init__(self, evaluate_fn: Callable[[Any], dict[str, Any]] | None, metric: str,
+                 higher_is_better: bool, nan_guard: StopOnNaN | None = None) -> None:
+        super().__init__()
+        self.evaluate_fn, self.metric, self.higher = evaluate_fn, metric, higher_is_better
+        self.nan_guard = nan_guard  # after a non-finite loss there is nothing to score
+        self.non_finite: tuple[str, float, int] | None = None  # (dev score, value, epoch)
+        self.history: list[dict[str, Any]] = []
+        self.best_epoch, self.best_metrics = 0, {}
+        self.best_value: float | None = None
+        self.best_weights: list[Any] | None = None
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self.nan_guard is not None and self.nan_guard.bad_step is not None:
+            return
+        epoch += 1
+        record: dict[str, Any] = {"epoch": epoch}
+        if logs and "loss" in logs:
+            record["train_loss"] = float(logs["loss"])
+        if self.evaluate_fn is None:
+            self.best_epoch = epoch
+            self.history.append(record)
+            return
+        scores = self.evaluate_fn(self.model)
+        if self.metric not in scores:
+            raise KeyError(f"evaluate_fn returned no {self.metric!r} to pick the best epoch by "
+                           f"(it returned {sorted(scores)})")
+        value = float(scores[self.metric])
+        scalars = {k: v for k, v in scores.items() if isinstance(v, (int, float))}
+        bad = [k for k in scalars if (k == self.metric or k.endswith("loss"))
+               and not math.isfinite(scalars[k])]
+        if bad:  # the weights overflow on dev: a diverged model
+            self.non_finite = (bad[0], scalars[bad[0]], epoch)
+            self.model.stop_training = True
+            return
+        record.update(scalars)
+        if logs is not None:
+            logs.update({f"val_{k}": v for k, v in scalars.items()})
+        self.history.append(record)
+        better = self.best_value is None or (value > self.best_value if self.higher
+                                             else value < self.best_value)
+        logger.info("epoch %d: dev %s = %.4f%s", epoch, self.metric, value,
+                    " (best so far)" if better else f" (best {self.best_value:.4f})")
+        if better:
+            self.best_epoch, self.best_value, self.best_metrics = epoch, value, scores
+            self.best_weights = self.model.get_weights()
+
+    def restore(self, model: Any) -> None:
+        if self.best_weights is not None and self.best_epoch != len(self.history):
+            logger.info("restoring the weights of epoch %d (best dev %s)", self.best_epoch,
+                        self.metric)
+            model.set_weights(self.best_weights)

@@ -21,14 +21,9 @@ from typing import ClassVar
 from tfbert.errors import UserError
 from tfbert.fields import check_fields, field, field_bounds, field_help, field_option
 from tfbert.training.distribute import STRATEGIES
-from tfbert.training.optimization import (
-    LR_SCHEDULE_HELP,
-    LR_SCHEDULES,
-    OPTIMIZER_HELP,
-    OPTIMIZERS,
-    check_schedule,
-)
+from tfbert.training.optimization import OPTIMIZER_HELP, OPTIMIZERS, check_schedule
 from tfbert.training.runtime import PRECISION_CHOICES
+from tfbert.training.schedules import LR_SCHEDULE_HELP, LR_SCHEDULES
 
 # The field helpers are tfbert.fields'; the configs import them from here too.
 __all__ = ["RunConfig", "check_fields", "field", "field_bounds", "field_help", "field_option"]

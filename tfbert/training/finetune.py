@@ -50,8 +50,9 @@ from tfbert.training import model_source, outputs, runtime
 from tfbert.training.config import RunConfig, check_fields, field
 from tfbert.training.distribute import tf_config_task
 from tfbert.training.model_source import Finetuned, checkpoint_vocab, load_finetuned
-from tfbert.training.optimization import LR_SCHEDULES, OPTIMIZERS
+from tfbert.training.optimization import OPTIMIZERS
 from tfbert.training.reports import write_results
+from tfbert.training.schedules import LR_SCHEDULES
 
 logger = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ def finetune(model: Any, train_ds: Any, loss: Any, config: FinetuneConfig,
             clip_norm=config.clip_norm, loss=loss, metrics=list(metrics or []))
     progress = cb.TrainingProgress(0, k, config.train_batch_size, stop_at=num_train_steps)
     nan_guard = cb.StopOnNaN(progress)
-    keeper = _KeepBest(evaluate_fn, config.metric, config.higher_is_better, nan_guard)
+    keeper = cb.KeepBest(evaluate_fn, config.metric, config.higher_is_better, nan_guard)
     logs = ([cb.TensorBoardScalars(progress, config.log_dir, config.log_steps)]
             if config.log_dir else [])
     stopper = early_stopping(config)
@@ -240,65 +241,6 @@ def early_stopping(config: FinetuneConfig) -> keras.callbacks.EarlyStopping | No
     return keras.callbacks.EarlyStopping(
         monitor=f"val_{config.metric}", patience=config.early_stopping_patience,
         mode="max" if config.higher_is_better else "min", restore_best_weights=False)
-
-
-class _KeepBest(keras.callbacks.Callback):
-    """Scores dev after each epoch and remembers the best weights (in memory).
-
-    The dev scalars go into the epoch's logs as `val_<name>`, for the callbacks after it.
-    """
-
-    def __init__(self, evaluate_fn: EvaluateFn | None, metric: str, higher_is_better: bool,
-                 nan_guard: cb.StopOnNaN | None = None) -> None:
-        super().__init__()
-        self.evaluate_fn, self.metric, self.higher = evaluate_fn, metric, higher_is_better
-        self.nan_guard = nan_guard  # after a non-finite loss there is nothing to score
-        self.non_finite: tuple[str, float, int] | None = None  # (dev score, value, epoch)
-        self.history: list[dict[str, Any]] = []
-        self.best_epoch, self.best_metrics = 0, {}
-        self.best_value: float | None = None
-        self.best_weights: list[Any] | None = None
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        if self.nan_guard is not None and self.nan_guard.bad_step is not None:
-            return
-        epoch += 1
-        record: dict[str, Any] = {"epoch": epoch}
-        if logs and "loss" in logs:
-            record["train_loss"] = float(logs["loss"])
-        if self.evaluate_fn is None:
-            self.best_epoch = epoch
-            self.history.append(record)
-            return
-        scores = self.evaluate_fn(self.model)
-        if self.metric not in scores:
-            raise KeyError(f"evaluate_fn returned no {self.metric!r} to pick the best epoch by "
-                           f"(it returned {sorted(scores)})")
-        value = float(scores[self.metric])
-        scalars = {k: v for k, v in scores.items() if isinstance(v, (int, float))}
-        bad = [k for k in scalars if (k == self.metric or k.endswith("loss"))
-               and not math.isfinite(scalars[k])]
-        if bad:  # the weights overflow on dev: a diverged model
-            self.non_finite = (bad[0], scalars[bad[0]], epoch)
-            self.model.stop_training = True
-            return
-        record.update(scalars)
-        if logs is not None:
-            logs.update({f"val_{k}": v for k, v in scalars.items()})
-        self.history.append(record)
-        better = self.best_value is None or (value > self.best_value if self.higher
-                                             else value < self.best_value)
-        logger.info("epoch %d: dev %s = %.4f%s", epoch, self.metric, value,
-                    " (best so far)" if better else f" (best {self.best_value:.4f})")
-        if better:
-            self.best_epoch, self.best_value, self.best_metrics = epoch, value, scores
-            self.best_weights = self.model.get_weights()
-
-    def restore(self, model: Any) -> None:
-        if self.best_weights is not None and self.best_epoch != len(self.history):
-            logger.info("restoring the weights of epoch %d (best dev %s)", self.best_epoch,
-                        self.metric)
-            model.set_weights(self.best_weights)
 
 
 def _scope(model: Any) -> Any:

@@ -53,32 +53,24 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from tfbert import ownership, rundir
-from tfbert.config import BertConfig
 from tfbert.data import record_scan, records
 from tfbert.data.pretraining import (
-    CYCLE_LENGTH,
-    SHUFFLE_WINDOW,
     InputMeter,
-    pretraining_dataset,
-    pretraining_stream,
 )
 from tfbert.errors import NonFiniteLoss, UserError, failure_notes
 from tfbert.models.pretrainer import BertPretrainer
 from tfbert.text.vocab import load_vocab
 from tfbert.training import callbacks as cb
-from tfbert.training import data_service, runtime
+from tfbert.training import runtime
 from tfbert.training.builtin_data import default_data
-from tfbert.training.config import RunConfig, field
 from tfbert.training.distribute import get_strategy, is_chief, num_workers, worker_index
 from tfbert.training.model_source import (
-    build_model,
     check_init_checkpoint,
     check_model_vocab,
     check_seq_length,
@@ -88,6 +80,13 @@ from tfbert.training.model_source import (
     vocab_beside,
 )
 from tfbert.training.outputs import save_model
+from tfbert.training.pretrain_config import DEFAULT_MODEL, PretrainConfig
+from tfbert.training.pretrain_inputs import eval_dataset, input_report, train_dataset
+from tfbert.training.pretrain_model import (
+    build_pretrainer,
+    init_position_embeddings,
+    model_positions,
+)
 from tfbert.training.reports import (
     HISTORY_FILE,
     METRICS,
@@ -104,202 +103,6 @@ from tfbert.training.resume import (
 )
 
 logger = logging.getLogger(__name__)
-
-POSITION_INITS = ("auto", "random", "sinusoidal")
-# The built-in default's first phase: 90% of the steps on 32-token sequences (3.6x cheaper per
-# step than 128 on two CPU cores, and the masked LM falls as far per step; docs/performance.md,
-# "The built-in default pretraining").
-BUILTIN_PHASE1_SEQ_LENGTH = 32
-
-# The built-in default: a tiny Chinese BERT (bert-tiny's shape: 2 layers, hidden 128), 3,000
-# steps of 32 sequences, the first 2,700 of 32 tokens and the last 300 of 128: about 6 minutes
-# on two AVX2 CPU cores. A short run on two cores is bounded by the masked-LM plateau
-# (bag-of-characters predictions), which a model leaves only after thousands of steps, and the
-# loss falls about as far per step at 32 tokens as at 128 (docs/performance.md, "The built-in
-# default pretraining"), so cheap steps win; 4 layers of hidden 256 get fewer steps and stay on
-# it, and transformers' BertForPreTraining sits on it the same way (`experiments/mlm_dynamics.py`).
-# No dropout: a run this short is far from overfitting (Geiping & Goldstein's "Cramming", 2022,
-# also turn it off), and the saved config says so, so fine-tuning this model runs without
-# encoder dropout as well.
-DEFAULT_MODEL = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=512, hidden_act="gelu", max_position_embeddings=512,
-                     type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-
-
-@dataclasses.dataclass
-class PretrainConfig(RunConfig):
-    """Everything a pretraining run needs; the defaults are the built-in default run.
-
-    The shared fields (output, model source, batches, optimizer, runtime) are `RunConfig`'s;
-    each field's help (`tfbert.training.config.field_help`) is its documentation and its flag's
-    help. Where pretraining differs from the shared default, the override says why.
-    """
-
-    # [CLS] A [SEP] B [SEP] needs 5 positions with one token per segment; 8 leaves A and B a few
-    # tokens each, the least that gives the masked LM and NSP something to learn from.
-    min_seq_length: ClassVar[int] = 8
-    min_seq_length_reason: ClassVar[str] = (" for pretraining: [CLS] A [SEP] B [SEP] needs room "
-                                            "for a few tokens of each segment")
-
-    # --- overrides of the shared defaults ---
-    output_dir: str | None = field(
-        "output/pretrain_default", "Where checkpoints, logs, results and the trained model are "
-        "written (default: the built-in run's folder).")
-    learning_rate: float = field(
-        1e-3, "Peak learning rate (linear warmup, then linear decay to 0); 1e-3 suits the "
-        "built-in tiny model (BERT-base pretrained at 1e-4).", greater_than=0)
-    # Same default, pretraining's own help: here XLA is a measured speed-up users should know of.
-    jit_compile: bool = field(
-        False, "XLA-compile the train step: for a float32 run 1.2-1.3x faster per step at 32 "
-        "tokens on the AVX2 and AVX-512 CPUs measured; in mixed bfloat16 on a CPU, slower at "
-        "hidden 512 (docs/performance.md, \"XLA on CPU\"). Off by default: the default run's "
-        "published figures come from the no-XLA step, and XLA rounds differently.")
-    # --- data ---
-    input_file: str | None = field(
-        None, "Pretraining TFRecords from create_pretraining_data.py (globs, comma-separated). "
-        "Default: the built-in Chinese corpus, built once and cached.")
-    eval_input_file: str | None = field(
-        None, "TFRecords scored at the end of every loop (default with the built-in data: its "
-        "held-out documents).")
-    max_predictions_per_seq: int = field(
-        20, "Masked-LM predictions per sequence, P (BERT's 20 at length 128).", lower_bound=1)
-    masked_lm_prob: float = field(0.15, "Share of tokens to mask (BERT's 15%).",
-                                  greater_than=0, less_than=1)
-    whole_word_mask: bool = field(
-        False, "Mask whole words (jieba words for Chinese; records need word starts, see "
-        "create_pretraining_data.py).")
-    static_masking: bool = field(
-        False, "For google-research/bert format records: train on the masks stored in them "
-        "(google-research/bert's behaviour) instead of restoring the tokens and masking afresh "
-        "every epoch. No effect on tfbert's own records.")
-    position_embedding_init: str = field(
-        "auto", "A fresh model's position table: BERT's truncated normal (random), or sinusoids "
-        "scaled to the same spread (the masked LM falls a little faster); auto: sinusoidal for "
-        "the built-in default model, random with bert_config_file or preset. Ignored with "
-        "init_checkpoint and on resume.", choices=list(POSITION_INITS))
-    cache_dir: str = field("cache", "Cache for the built-in data.")
-    default_num_shards: int = field(4, "TFRecord shards of the built-in training data.",
-                                    lower_bound=1)
-    # --- length, checkpoints, evaluation ---
-    num_train_steps: int = field(
-        3000, "Optimizer steps to train to (a total: a rerun resumes and continues up to it); "
-        "the built-in run's 3,000 take about 6 minutes on two AVX2 CPU cores.", lower_bound=1)
-    num_warmup_steps: int = field(300, "Linear warmup steps (a tenth of the run).",
-                                  lower_bound=0)
-    save_checkpoints_steps: int = field(500, "Checkpoint every this many steps.",
-                                        lower_bound=1)
-    keep_checkpoint_max: int = field(5, "Checkpoints to keep.", lower_bound=1)
-    iterations_per_loop: int | None = field(
-        None, "Steps per Keras loop (the eval interval); default: save_checkpoints_steps.",
-        lower_bound=1)
-    max_eval_steps: int = field(20, "Eval batches per evaluation.", lower_bound=1)
-    # --- sequence-length schedule (the BERT paper's: 90% of the steps at 128, then 512) ---
-    phase1_seq_length: int | None = field(
-        None, "Train the first phase1_fraction of the steps on sequences of this length, the "
-        f"rest at max_seq_length. Default: {BUILTIN_PHASE1_SEQ_LENGTH} with the built-in data, "
-        "none with input_file; 0: max_seq_length throughout.", lower_bound=0)
-    phase1_fraction: float = field(
-        0.9, "Share of num_train_steps in the first phase (with phase1_seq_length); the "
-        "boundary is this share of num_train_steps, so a rerun with more steps moves it.",
-        greater_than=0, less_than=1)
-    phase1_max_predictions_per_seq: int | None = field(
-        None, "Masked-LM predictions per sequence in the first phase (default: "
-        "max_predictions_per_seq scaled by phase1_seq_length / max_seq_length).", lower_bound=1)
-    phase1_input_file: str | None = field(
-        None, "Pretraining TFRecords made at phase1_seq_length (create_pretraining_data.py "
-        "--max_seq_length=...). Default with the built-in data: built at that length.")
-    phase1_eval_input_file: str | None = field(
-        None, "Eval TFRecords at phase1_seq_length, scored during the first phase (default "
-        "with the built-in data: its held-out documents at that length; else no evaluation "
-        "until the second phase).")
-    # --- safety ---
-    skip_corrupt: bool = field(
-        False, "Train without the unreadable rest of a corrupt or truncated shard (every shard "
-        "is checked before the model is built; what is skipped goes to the log and "
-        "pretrain_results.json) instead of refusing to start.")
-    allow_changed_settings: bool = field(
-        False, "Resume although a data setting the input stream depends on (input files, "
-        "vocab, max_seq_length, masking, seed, batch size) differs from the checkpointed run's; "
-        "the change is recorded in pretrain_config.json.")
-    # --- input at scale ---
-    data_service: str | None = field(
-        None, "A tf.data service dispatcher (grpc://host:port) that runs the tokenize/pack/mask "
-        "pipeline on its workers (python -m tfbert.training.data_service); every step's batch "
-        "is the local pipeline's, the order of its chunks of steps the service's.")
-
-    def validate(self) -> None:
-        """Raises UserError (a ValueError) naming the first field that makes no sense."""
-        super().validate()  # the fields' own bounds (tfbert.fields) among them
-        if not 0 <= self.num_warmup_steps <= self.num_train_steps:
-            raise UserError(f"num_warmup_steps {self.num_warmup_steps} must be in "
-                            f"[0, num_train_steps={self.num_train_steps}]")
-        if self.max_predictions_per_seq > self.max_seq_length:
-            raise UserError(f"max_predictions_per_seq {self.max_predictions_per_seq} is larger "
-                            f"than max_seq_length {self.max_seq_length}")
-        if self.data_service is not None and not self.data_service.startswith("grpc://"):
-            raise UserError(f"data_service must be a dispatcher address grpc://HOST:PORT, got "
-                            f"{self.data_service!r}")
-        if self.phase1_seq_length:
-            if not self.min_seq_length <= self.phase1_seq_length < self.max_seq_length:
-                raise UserError(f"phase1_seq_length {self.phase1_seq_length} must be in "
-                                f"[{self.min_seq_length}, max_seq_length="
-                                f"{self.max_seq_length}): the first phase's sequences are the "
-                                "shorter ones (0 turns the first phase off)")
-        if self.phase1_length:
-            if self.phase1_predictions > self.phase1_length:
-                raise UserError(f"phase1_max_predictions_per_seq {self.phase1_predictions} is "
-                                f"larger than phase1_seq_length {self.phase1_length}")
-            if self.input_file and not self.phase1_input_file:
-                raise UserError("phase1_seq_length with input_file needs phase1_input_file: "
-                                "records made at that length (create_pretraining_data.py "
-                                f"--max_seq_length={self.phase1_seq_length})")
-        elif self.phase1_input_file or self.phase1_eval_input_file:
-            raise UserError("phase1_input_file / phase1_eval_input_file need phase1_seq_length")
-
-    @property
-    def steps_per_loop(self) -> int:
-        return self.iterations_per_loop or self.save_checkpoints_steps
-
-    @property
-    def phase1_predictions(self) -> int:
-        """The first phase's masked-LM predictions per sequence."""
-        if self.phase1_max_predictions_per_seq is not None:
-            return self.phase1_max_predictions_per_seq
-        return max(1, round(self.max_predictions_per_seq * self.phase1_length
-                            / self.max_seq_length))
-
-    @property
-    def phase1_length(self) -> int:
-        """The first phase's sequence length; 0: no first phase."""
-        if self.phase1_seq_length is not None:
-            return self.phase1_seq_length
-        builtin = self.input_file is None and self.max_seq_length > BUILTIN_PHASE1_SEQ_LENGTH
-        return BUILTIN_PHASE1_SEQ_LENGTH if builtin else 0
-
-    @property
-    def phase1_steps(self) -> int:
-        """Steps of the first (short-sequence) phase: 0 without one."""
-        if not self.phase1_length:
-            return 0
-        return round(self.phase1_fraction * self.num_train_steps)
-
-    @property
-    def position_init(self) -> str:
-        """The fresh position table's scheme: "auto" is sinusoidal for the built-in default
-        model (no bert_config_file, preset or init_checkpoint), BERT's random otherwise."""
-        if self.position_embedding_init != "auto":
-            return self.position_embedding_init
-        own = self.bert_config_file or self.preset or self.init_checkpoint
-        return "random" if own else "sinusoidal"
-
-    def phase1(self) -> PretrainConfig:
-        """This config as the first phase trains it: its sequence length, predictions and
-        records in place of max_seq_length's."""
-        return dataclasses.replace(
-            self, max_seq_length=self.phase1_length,
-            max_predictions_per_seq=self.phase1_predictions, input_file=self.phase1_input_file,
-            eval_input_file=self.phase1_eval_input_file, phase1_seq_length=0,
-            phase1_input_file=None, phase1_eval_input_file=None)
 
 
 # --------------------------------------------------------------------------- the run
@@ -485,7 +288,7 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
                 _phase_eval(last_phase, vocab_file, lower_case, num_workers(strategy) > 1,
                             readable), return_dict=True, verbose=0)
     results = pretrain_results(train_logs, eval_scores, progress)
-    results.update(_input_report(strategy, config, progress, meter))
+    results.update(input_report(strategy, config, progress, meter))
     if config.skip_corrupt:
         results["skipped_corrupt"] = [r.summary() for r in damaged]
         for r in damaged:
@@ -609,28 +412,6 @@ def _kept_checkpoint(saver: cb.CheckpointSaver, manager: tf.train.CheckpointMana
             "kept; rerunning resumes from it.")
 
 
-def build_pretrainer(bert_config: BertConfig | None, init_checkpoint: str | None
-                     ) -> BertPretrainer:
-    """A BertPretrainer: fresh from `bert_config`, or with `init_checkpoint`'s weights (its
-    MLM/NSP heads too when it has them; `bert_config`, if given, overrides its config file)."""
-    return build_model(BertPretrainer, bert_config, init_checkpoint)
-
-
-def model_positions(config: PretrainConfig) -> tuple[int | None, str]:
-    """The model's max_position_embeddings, known before any data work (None: only once the
-    init_checkpoint is loaded), and where it comes from."""
-    if config.bert_config_file:
-        return BertConfig.from_json_file(config.bert_config_file).max_position_embeddings, \
-            config.bert_config_file
-    if config.preset:
-        return BertConfig.from_preset(config.preset).max_position_embeddings, \
-            f"preset {config.preset}"
-    if config.init_checkpoint:
-        peek = checkpoint_config(config.init_checkpoint)
-        return (peek.max_position_embeddings if peek else None), config.init_checkpoint
-    return DEFAULT_MODEL["max_position_embeddings"], "the built-in default model"
-
-
 def _scan(paths: list[str], files: str, what: str, config: PretrainConfig, vocab_size: int,
           minimum: int = 1) -> list[record_scan.ShardReport]:
     """Checks every record of the files (`record_scan.scan_records`: integrity, one known record
@@ -652,159 +433,7 @@ def _scan(paths: list[str], files: str, what: str, config: PretrainConfig, vocab
     return reports
 
 
-def sinusoidal_positions(rows: int, width: int, stddev: float) -> Any:
-    """Vaswani et al.'s sinusoid table [rows, width], scaled to standard deviation `stddev`.
-
-    A starting point for BERT's learned position table, not a change of architecture: the
-    table stays a trainable variable and checkpoints are unchanged. In a sinusoid table the
-    row of position t + k is a fixed rotation of row t's frequency pairs, so "attend to the
-    previous token" is one linear map of the query/key projections for every position at once;
-    from random rows it has to be learned pair by pair, which is what keeps a short masked-LM
-    run on its bag-of-characters plateau (README, "Fine-tuning quality").
-    """
-    position = np.arange(rows, dtype="float64")[:, None]
-    rate = 10000.0 ** (-np.arange(0, width, 2, dtype="float64") / width)  # [ceil(W / 2)]
-    table = np.zeros((rows, width))
-    table[:, 0::2] = np.sin(position * rate)
-    table[:, 1::2] = np.cos(position * rate[:width // 2])
-    return (table * stddev / table.std()).astype("float32")
-
-
-def init_position_embeddings(encoder: Any, scheme: str) -> None:
-    """Sets a fresh encoder's position table by `scheme` ("random": keep it, "sinusoidal")."""
-    if scheme == "random":
-        return
-    config = encoder.config
-    table = encoder.embeddings.position_embeddings.embeddings
-    table.assign(sinusoidal_positions(config.max_position_embeddings, config.hidden_size,
-                                      config.initializer_range))
-
-
 def _seed_states(model: keras.Model) -> list[Any]:
     """The model's random-generator states (dropout): in `variables`, not in `weights`."""
     weights = {id(w) for w in model.weights}
     return [v for v in model.variables if id(v) not in weights]
-
-
-def _pipeline_args(config: PretrainConfig, vocab_file: str, lower_case: bool,
-                   readable_bytes: dict[str, int] | None) -> dict[str, Any]:
-    return dict(vocab_file=vocab_file, max_seq_length=config.max_seq_length,
-                max_predictions_per_seq=config.max_predictions_per_seq,
-                masked_lm_prob=config.masked_lm_prob, whole_word_mask=config.whole_word_mask,
-                lower_case=lower_case, skip_corrupt=config.skip_corrupt,
-                readable_bytes=readable_bytes, static_masking=config.static_masking)
-
-
-def _distribute_options(multi_worker: bool) -> tf.data.Options:
-    options = tf.data.Options()
-    # The eval set under multi-worker: every worker reads the (small, cached) set and keeps its
-    # share of each batch. One worker has nothing to shard (its replicas split each batch).
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.DATA if multi_worker
-        else tf.data.experimental.AutoShardPolicy.OFF)
-    return options
-
-
-# tf.data service: steps per chunk handed to a service worker (DYNAMIC sharding).
-SERVICE_CHUNK_STEPS = 64
-
-
-def train_dataset(config: PretrainConfig, files: Sequence[str], record_counts: Sequence[int],
-                  vocab_file: str, lower_case: bool, start_step: int = 0, workers: int = 1,
-                  worker: int = 0, input_context: tf.distribute.InputContext | None = None,
-                  meter: InputMeter | None = None, end_step: int | None = None
-                  ) -> tf.data.Dataset:
-    """One worker's training micro-batches from global step `start_step` on
-    (`tfbert.data.pretraining.pretraining_stream`): its rows of each global batch of
-    `train_batch_size`, in `gradient_accumulation_steps` micro-batches per step.
-
-    Under `distribute_datasets_from_function`, `input_context` gives the worker and the
-    replicas: the micro-batches are then split into per-replica batches. With
-    `config.data_service` the stream is read from that tf.data service
-    (`tfbert.training.data_service`).
-
-    Args:
-        config: PretrainConfig.
-        files: list of str. The training TFRecords.
-        record_counts: list of int. Readable records of each (`record_scan.scan_records`).
-        vocab_file: str. WordPiece vocab.
-        lower_case: bool. As for `BertTokenizer`.
-        start_step: int. The first global step (a resume's checkpointed step).
-        workers: int. Input pipelines (multi-worker workers).
-        worker: int. This one's index.
-        input_context: tf.distribute.InputContext or None. Overrides workers and worker.
-        meter: InputMeter or None. Counts this worker's input work (local pipelines).
-        end_step: int or None. The step the stream is read to with data_service (default
-            num_train_steps).
-
-    Returns:
-        tf.data.Dataset of feature dicts, endless (with data_service: up to num_train_steps).
-    """
-    if input_context is not None:
-        workers, worker = input_context.num_input_pipelines, input_context.input_pipeline_id
-    k = config.gradient_accumulation_steps
-    stream = dict(files=files, record_counts=record_counts, vocab_file=vocab_file,
-                  max_seq_length=config.max_seq_length,
-                  max_predictions_per_seq=config.max_predictions_per_seq,
-                  batch_size=config.train_batch_size, seed=config.seed,
-                  masked_lm_prob=config.masked_lm_prob, whole_word_mask=config.whole_word_mask,
-                  lower_case=lower_case, static_masking=config.static_masking,
-                  start_step=start_step, micro_batches=k, num_workers=workers,
-                  worker_index=worker, cycle_length=CYCLE_LENGTH,
-                  shuffle_window=SHUFFLE_WINDOW)
-    if config.data_service:
-        ds = data_service.read(
-            pretraining_stream(**stream, chunk_steps=SERVICE_CHUNK_STEPS,
-                               end_step=end_step or config.num_train_steps),
-            config.data_service, data_service.job_name(config, start_step, worker))
-        ds = data_service.without_step(ds)
-        if k > 1:
-            ds = ds.rebatch(config.train_batch_size // (k * workers), drop_remainder=True)
-    else:
-        ds = pretraining_stream(**stream, meter=meter)
-    if input_context is not None:
-        per_replica = input_context.get_per_replica_batch_size(config.train_batch_size // k)
-        if per_replica != config.train_batch_size // (k * workers):
-            ds = ds.rebatch(per_replica, drop_remainder=True)
-    return ds
-
-
-def _input_report(strategy: tf.distribute.Strategy, config: PretrainConfig,
-                  progress: cb.TrainingProgress, meter: InputMeter) -> dict[str, Any]:
-    """The input work of each worker next to the step rate: `workerI_input_examples`, the
-    examples its pipeline made (prefetched ones included), and
-    `workerI_input_examples_per_core_second`, their rate per busy CPU-second of its parse/
-    tokenize/pack/mask stage (None with a data service, whose workers do that work)."""
-    mine = [float(meter.examples), meter.examples_per_core_second or float("nan")]
-    if num_workers(strategy) > 1:  # every worker's numbers, gathered to each
-        local = strategy.extended.worker_devices
-        gathered = strategy.gather(strategy.run(lambda: tf.constant([mine], tf.float32)),
-                                   axis=0).numpy()
-        per_worker = gathered[::len(local)].tolist()
-    else:
-        per_worker = [mine]
-    speed = progress.examples_per_second
-    report: dict[str, Any] = {
-        "steps_per_second": speed / config.train_batch_size if math.isfinite(speed) else None,
-        "input_workers": len(per_worker)}
-    for i, (examples, rate) in enumerate(per_worker):  # flat keys: one number per key
-        local = not config.data_service
-        report[f"worker{i}_input_examples"] = int(examples) if local else None
-        report[f"worker{i}_input_examples_per_core_second"] = (
-            rate if local and math.isfinite(rate) else None)
-    return report
-
-
-def eval_dataset(config: PretrainConfig, files: str | Sequence[str], vocab_file: str,
-                 lower_case: bool, multi_worker: bool = False, num_batches: int | None = None,
-                 readable_bytes: dict[str, int] | None = None) -> tf.data.Dataset:
-    """`max_eval_steps` fixed eval batches, cached so every evaluation sees the same masks
-    (`num_batches`, when known, declares how many there are)."""
-    ds = pretraining_dataset(files, batch_size=config.eval_batch_size, seed=config.seed + 1,
-                             repeat=False, shuffle=False,
-                             **_pipeline_args(config, vocab_file, lower_case, readable_bytes))
-    ds = ds.take(config.max_eval_steps).cache()
-    if num_batches:
-        ds = ds.apply(tf.data.experimental.assert_cardinality(
-            min(num_batches, config.max_eval_steps)))
-    return ds.with_options(_distribute_options(multi_worker))

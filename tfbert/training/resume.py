@@ -39,7 +39,7 @@ from tfbert.training import callbacks as cb
 
 if TYPE_CHECKING:
     from tfbert.config import BertConfig
-    from tfbert.training.pretrain import PretrainConfig
+    from tfbert.training.pretrain_config import PretrainConfig
 
 logger = logging.getLogger(__name__)
 
