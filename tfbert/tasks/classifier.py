@@ -3,7 +3,7 @@ run_classifier.py.
 
 Data comes from one of: a built-in task (`sentiment`; multi-label `people_daily_types`), a
 benchmark task read by name from its folder (`task_name` with `data_dir`: GLUE's cola/mnli/mrpc,
-xnli, CLUE's afqmc/tnews/iflytek/cmnli/ocnli, `tfbert.data.benchmarks`, layouts in
+xnli, CLUE's afqmc/tnews/iflytek/cmnli/ocnli, `tfbert.data.task_folders`, layouts in
 docs/tasks.md), TSV/CSV/JSONL files, or a TensorFlow Datasets name. The run fine-tunes a
 BertClassifier (from a checkpoint or random init), keeps the epoch with the best dev
 `best_metric`, and writes to output_dir:
@@ -60,8 +60,8 @@ import numpy as np
 
 import tfbert
 from tfbert import checkpoints
-from tfbert.data import benchmarks
 from tfbert.data import classification as data
+from tfbert.data import task_folders
 from tfbert.errors import UserError
 from tfbert.evaluation.classification import (
     DEFAULT_THRESHOLD,
@@ -91,7 +91,7 @@ class ClassifierConfig(TaskConfig):
     Args:
         task_name: str or None. Built-in task "sentiment" or "people_daily_types" (multi-label:
             the entity types a People's Daily sentence mentions), or with data_dir a benchmark
-            task (`tfbert.data.benchmarks.TASKS`: cola, mnli, mrpc, xnli, afqmc, tnews, iflytek,
+            task (`tfbert.data.task_folders.TASKS`: cola, mnli, mrpc, xnli, afqmc, tnews, iflytek,
             cmnli, ocnli); case-insensitive.
         data_dir: str or None. The benchmark task's folder (docs/tasks.md). Without do_train
             the dev split is read only for do_eval; MNLI's dev_mismatched.tsv is scored too
@@ -144,10 +144,10 @@ class ClassifierConfig(TaskConfig):
         super().__post_init__()
         if self.task_name:
             self.task_name = self.task_name.lower()
-        if self.data_dir and self.task_name not in benchmarks.TASKS:
+        if self.data_dir and self.task_name not in task_folders.TASKS:
             raise UserError(f"data_dir needs a benchmark task_name (one of "
-                            f"{sorted(benchmarks.TASKS)}), got {self.task_name!r}")
-        if self.task_name in benchmarks.TASKS and not self.data_dir:
+                            f"{sorted(task_folders.TASKS)}), got {self.task_name!r}")
+        if self.task_name in task_folders.TASKS and not self.data_dir:
             raise UserError(f"task_name {self.task_name!r} reads its files from data_dir; give "
                             "--data_dir (the task's folder, see docs/tasks.md)")
         sources = [s for s, given in (("task_name", self.task_name),
@@ -157,10 +157,10 @@ class ClassifierConfig(TaskConfig):
         if len(sources) != 1:
             raise UserError("give exactly one data source: task_name, train_file/dev_file/"
                             f"test_file or tfds_name (got {sources or 'none'})")
-        if self.task_name and self.task_name not in (*data.BUILTIN_TASKS, *benchmarks.TASKS):
+        if self.task_name and self.task_name not in (*data.BUILTIN_TASKS, *task_folders.TASKS):
             raise UserError(f"unknown task_name {self.task_name!r}; built-in tasks: "
                             f"{data.BUILTIN_TASKS}, benchmark tasks (with data_dir): "
-                            f"{sorted(benchmarks.TASKS)}")
+                            f"{sorted(task_folders.TASKS)}")
         if self.task_name in data.MULTI_LABEL_TASKS:
             self.multi_label = True
         elif self.multi_label and (self.task_name or self.tfds_name):
@@ -213,9 +213,9 @@ def load_data(config: ClassifierConfig) -> tuple[dict[str, list[Any] | None], li
     for i, split in enumerate(("train", "dev", "test")):
         examples = None
         if needed[split] and config.data_dir:
-            examples = benchmarks.read_task(config.task_name, config.data_dir, split,
+            examples = task_folders.read_task(config.task_name, config.data_dir, split,
                                             config.xnli_language, config.input_encoding)
-            labels = list(benchmarks.TASKS[config.task_name].labels)
+            labels = list(task_folders.TASKS[config.task_name].labels)
         elif needed[split] and config.task_name:
             examples, labels = (data.builtin_examples(config.task_name, split),
                                 data.builtin_labels(config.task_name))
@@ -231,12 +231,12 @@ def load_data(config: ClassifierConfig) -> tuple[dict[str, list[Any] | None], li
             if split == "train" and examples:
                 labels = data.label_list(examples)
         splits[split] = config.limit(examples, split)
-    extra = [s for s in benchmarks.TASKS[config.task_name].splits
+    extra = [s for s in task_folders.TASKS[config.task_name].splits
              if s not in splits] if config.data_dir and config.do_eval else []
     for split in extra:  # MNLI's dev_mismatched
-        path = benchmarks.task_file(config.task_name, config.data_dir, split)
+        path = task_folders.task_file(config.task_name, config.data_dir, split)
         if os.path.exists(path) or "://" in path:
-            splits[split] = config.limit(benchmarks.read_task(
+            splits[split] = config.limit(task_folders.read_task(
                 config.task_name, config.data_dir, split, config.xnli_language,
                 config.input_encoding), "dev")
         else:
@@ -291,9 +291,9 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
     ft.check_seq_length(config, model)
     multi = config.multi_label
     logger.info("labels: %s", labels)
-    if config.data_dir and labels != list(benchmarks.TASKS[config.task_name].labels):
+    if config.data_dir and labels != list(task_folders.TASKS[config.task_name].labels):
         raise UserError(f"{config.init_checkpoint}: the model's labels {labels} are not "
-                        f"{config.task_name}'s {list(benchmarks.TASKS[config.task_name].labels)}"
+                        f"{config.task_name}'s {list(task_folders.TASKS[config.task_name].labels)}"
                         " (in that order)")
     for examples in (dev, test, *extra.values()):  # unknown labels fail here, before training
         if examples and data.is_labelled(examples):

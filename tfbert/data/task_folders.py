@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfbert import textfiles
-from tfbert.data.classification import ClassificationExample
+from tfbert.data.classification.readers import ClassificationExample
 from tfbert.errors import UserError
 
 logger = logging.getLogger(__name__)
