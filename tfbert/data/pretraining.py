@@ -317,6 +317,7 @@ def pretraining_stream(
         chunk_steps.
 
     Example:
+    >>> from tfbert.data import record_scan
     >>> files = records.expand_file_pattern("data/pretrain.tfrecord-*")
     >>> counts = [r.records for r in record_scan.scan_records(files)]
     >>> ds = pretraining_stream(files, counts, "vocab.txt", 128, 20, 32, seed=1,

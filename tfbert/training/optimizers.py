@@ -288,6 +288,7 @@ class AdamWeightDecay(_BertOptimizer, keras.optimizers.Optimizer):
         **kwargs: base optimizer arguments (name, ...); not Keras's clipping or weight decay.
 
     Example:
+    >>> from tfbert.training.schedules import WarmupPolynomialDecay
     >>> opt = AdamWeightDecay(WarmupPolynomialDecay(2e-5, 100, 10), weight_decay_rate=0.01)
     >>> opt.epsilon, opt.clip_norm
     (1e-06, 1.0)
