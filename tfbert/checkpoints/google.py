@@ -50,7 +50,7 @@ def checkpoint_prefix(path: str) -> str:
         return path
     if os.path.isfile(os.path.join(path, CHECKPOINT_NAME + ".index")):
         return os.path.join(path, CHECKPOINT_NAME)
-    import tensorflow as tf
+    import tensorflow as tf  # reading a TF1 checkpoint: the other formats load without TF
 
     latest = tf.train.latest_checkpoint(path) if os.path.isdir(path) else None
     if latest:
@@ -157,7 +157,7 @@ def open_reader(prefix: str) -> Any:
         CheckpointError: a damaged or truncated .index, a missing data shard, or data shards
             shorter than the tensors the index lists, naming the file and both sizes.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # reading a TF1 checkpoint: the other formats load without TF
 
     index = prefix + ".index"
     try:
@@ -196,7 +196,7 @@ def _shards_name(prefix: str) -> str:
 def tensor_bytes(reader: Any) -> tuple[int, bool]:
     """(bytes the fixed-size tensors of a checkpoint take in its data shards, whether that is
     every tensor): a lower bound on the shards' size, exact when no tensor is a string."""
-    import tensorflow as tf
+    import tensorflow as tf  # reading a TF1 checkpoint: the other formats load without TF
 
     shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
     total, exact = 0, True
@@ -210,7 +210,7 @@ def tensor_bytes(reader: Any) -> tuple[int, bool]:
 
 def _tensor(reader: Any, name: str, prefix: str) -> Any:
     """reader.get_tensor(name); a damaged data shard is a CheckpointError naming the tensor."""
-    import tensorflow as tf
+    import tensorflow as tf  # reading a TF1 checkpoint: the other formats load without TF
 
     try:
         return reader.get_tensor(name)
@@ -274,7 +274,7 @@ def write_google(checkpoint: Checkpoint, directory: str,
         CheckpointError: before anything is written, for a config (`check_expressible`) or a
             head (`heads.to_google`) Google's code cannot run as tfbert does.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # reading a TF1 checkpoint: the other formats load without TF
 
     config = checkpoint.config
     check_expressible(config, approximate_activation, checkpoint.source)

@@ -14,6 +14,8 @@ import os
 from typing import Any
 
 import numpy as np
+from safetensors import SafetensorError
+from safetensors.numpy import load_file, save
 
 from tfbert.checkpoints import heads, names
 from tfbert.checkpoints.canonical import (
@@ -63,7 +65,7 @@ def read_state_dict(path: str) -> dict[str, np.ndarray]:
         return out
     if path.endswith(".safetensors"):
         return read_safetensors(path)
-    try:
+    try:  # torch is optional: only pytorch_model.bin files need it
         import torch
     except ImportError:
         raise CheckpointError(
@@ -77,9 +79,6 @@ def read_state_dict(path: str) -> dict[str, np.ndarray]:
 def read_safetensors(path: str) -> dict[str, np.ndarray]:
     """All tensors of a safetensors file; a damaged or truncated one is a CheckpointError naming
     the file and what is wrong (`safetensors_problem`)."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
     try:
         return load_file(path)
     except SafetensorError as e:
@@ -236,8 +235,6 @@ def write_hf(checkpoint: Checkpoint, directory: str,
         config_entries: dict or None. Set in config.json over the config's own fields (a task
             head's architectures, id2label, label2id, num_labels, ...).
     """
-    from safetensors.numpy import save
-
     os.makedirs(directory, exist_ok=True)
     config_file = os.path.join(directory, CONFIG_FILE)
     checkpoint.config.to_json_file(config_file, "hf")

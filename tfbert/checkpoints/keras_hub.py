@@ -107,7 +107,7 @@ def read_preset(path: str) -> Checkpoint:
     if values.get("class_name") != "BertBackbone":
         raise CheckpointError(f"{path}: keras-hub preset of {values.get('class_name')!r}, "
                               "not a BertBackbone")
-    import keras_hub
+    import keras_hub  # heavy, and only keras-hub presets need it
 
     try:
         backbone = keras_hub.models.BertBackbone.from_preset(path)
@@ -135,7 +135,7 @@ def write_backbone(checkpoint: Checkpoint) -> Any:
     keras-hub's blocks always use tanh GELU and epsilon 1e-12; other configs are refused
     rather than converted into a model that computes something else.
     """
-    import keras_hub
+    import keras_hub  # heavy, and only keras-hub presets need it
 
     config = checkpoint.config
     checkpoint.check()

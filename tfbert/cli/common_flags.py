@@ -175,6 +175,7 @@ def run_task(run_fn: Callable[[Any], dict[str, Any]], config: Any, task: str,
     """
     if not _grid:
         return run_fn(config)
+    # Only the fine-tuning commands run grids; run_pretraining's flags load without them.
     from tfbert.training import grid
 
     results = grid.run_grid(run_fn, config, _grid, metric=metric, task=task)

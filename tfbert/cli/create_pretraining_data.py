@@ -40,6 +40,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tfbert import textfiles  # noqa: E402
 from tfbert.data import instance_files, instances  # noqa: E402
+from tfbert.data.records import expand_file_pattern  # noqa: E402
 from tfbert.errors import run_cli  # noqa: E402
 
 DEFAULTS = instances.InstanceOptions()
@@ -142,8 +143,6 @@ def main(argv: list[str] | None = None) -> instances.Stats:
         shuffle_buffer_instances=args.shuffle_buffer_instances)
     input_files = None
     if args.input_file:
-        from tfbert.data.records import expand_file_pattern
-
         input_files = expand_file_pattern(args.input_file)
     stats, paths = instance_files.create_pretraining_data(
         args.output_file, args.vocab_file, input_files, options, seed=args.random_seed,

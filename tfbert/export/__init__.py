@@ -56,6 +56,8 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     Returns:
         (keras model, vocab file, ExportSpec, metadata dict).
     """
+    # Here and below: TensorFlow, Keras and the models load when an export runs, so that
+    # `import tfbert.export` (and `--help`) stays cheap.
     from tfbert.export import heads
     from tfbert.export.saved_model import ExportSpec
     from tfbert.models import pretrained
@@ -191,6 +193,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
     ...              tflite=("float32", "int8"))["export_dir"]  # doctest: +SKIP
     'saved_models/sentiment/1'
     """
+    # (loaded when an export runs: see load_for_export)
     from tfbert.export.saved_model import export_saved_model, signature_summary
     from tfbert.export.streams import check_streams
     from tfbert.export.target_cpu import export_forms, export_settings
@@ -215,6 +218,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
         tflite_dir = os.path.join(os.path.dirname(version_dir), "tflite")
     kinds = ("ids", "text") if text_tflite else ("ids",)
     if tflite:
+        # the converter loads only when TFLite files are asked for
         from tfbert.export.tflite import check_tflite_dir, check_tflite_model
 
         check_tflite_model(model, tuple(tflite))

@@ -98,6 +98,7 @@ class ServingReport:
 
 
 def _read_saved_model(export_dir: str):
+    # The SavedModel proto: TensorFlow loads only to read one; the op tables need none.
     from tensorflow.core.protobuf import saved_model_pb2
 
     path = os.path.join(export_dir, "saved_model.pb")

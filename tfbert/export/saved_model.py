@@ -45,7 +45,6 @@ from typing import Any
 
 import tensorflow as tf
 
-import tfbert
 from tfbert.errors import UserError
 from tfbert.export import heads, windows
 from tfbert.export.graph_ops import (
@@ -65,6 +64,8 @@ from tfbert.export.input_checks import (
 from tfbert.export.layout import EXPORT_RECORD, version_folder, write_version
 from tfbert.export.streams import split_streams, streamed
 from tfbert.fileio import write_json
+from tfbert.text.packer import BertPacker
+from tfbert.text.tokenizer import BertTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -246,7 +247,7 @@ class BertServingModule(tf.Module):
         self._stream_variables = [v for block in blocks for v in block.variables]
         self.vocab = tf.saved_model.Asset(vocab_file)
         self._objects = _Untracked(model=model, spec=spec,
-                                   tokenizer=tfbert.BertTokenizer(vocab_file,
+                                   tokenizer=BertTokenizer(vocab_file,
                                                                   lower_case=spec.lower_case))
 
         def forward(inputs):
@@ -255,7 +256,7 @@ class BertServingModule(tf.Module):
 
         self._objects.forward = tf.function(forward, jit_compile=True) if spec.jit_compile \
             else forward
-        self._objects.packer = tfbert.BertPacker.from_tokenizer(self._objects.tokenizer,
+        self._objects.packer = BertPacker.from_tokenizer(self._objects.tokenizer,
                                                                 spec.seq_length)
         self._objects.id_ranges = id_ranges(model)
         vocab = self._objects.tokenizer.vocab

@@ -29,6 +29,7 @@ from typing import Any
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from tfbert.errors import UserError
 from tfbert.layers.heads import gather_positions
@@ -60,8 +61,6 @@ class StreamedBlock:
     """
 
     def __init__(self, layer: Any, streams: int) -> None:
-        import tensorflow as tf
-
         att = layer.attention
         denses = (att.query_dense, att.key_dense, att.value_dense, att.output_dense,
                   layer.intermediate_dense, layer.output_dense)
@@ -115,8 +114,6 @@ class StreamedBlock:
 
     def __call__(self, x, attention_mask=None, query_positions=None):
         """The layer's inference output ([B, Q, H]) for the layer's call arguments."""
-        import tensorflow as tf
-
         layer, att = self.layer, self.layer.attention
         dtype = att.compute_dtype  # the matmuls' dtype (bfloat16 under mixed precision)
         width = x.shape[-1]
@@ -163,8 +160,6 @@ def _join(partials, residual):
     the layer adds them). The residual goes onto stream 0's part, which depends on stream 0
     alone and so is added while the other streams still run: what is left at the join, where
     one thread works and the others wait, is one add per further stream."""
-    import tensorflow as tf
-
     total = residual + tf.cast(partials[0], residual.dtype)
     for part in partials[1:]:
         total = total + tf.cast(part, residual.dtype)

@@ -118,6 +118,8 @@ def export_forms(kind: str) -> str:
     Returns:
         str. A FORM_SETS name.
     """
+    # The model's forms (Keras, TensorFlow) load only when an export picks them; the CPU
+    # kinds and `--target_cpu` checks stay import-cheap for the command line.
     from tfbert.ops import default_forms
 
     own = default_forms().name

@@ -115,6 +115,7 @@ def dump_registered_ops() -> dict:
         dict with `tensorflow`, `tensorflow_text` (versions), `tf_text_ops` and `core_ops`
         (each {op name: sorted attribute names}).
     """
+    # TensorFlow loads only to list the installed ops; the op tables need none.
     import tensorflow as tf
 
     core = registered_ops()

@@ -57,6 +57,7 @@ from tfbert.export.input_checks import ID_INPUTS, id_input_checks, id_ranges
 from tfbert.export.layout import claim_files, write_owned_file
 from tfbert.export.saved_model import ExportSpec
 from tfbert.export.tflite_text import TEXT_MODEL_CUSTOM_OPS, TextPacker
+from tfbert.ops import use_forms
 from tfbert.text.vocab import load_vocab
 
 logger = logging.getLogger(__name__)
@@ -146,8 +147,6 @@ def convert(module: tf.Module, quantization: str, custom_ops: bool) -> bytes:
     if quantization not in QUANTIZATIONS:
         raise UserError(f"tflite.py: quantization {quantization!r} is not one of "
                         f"{QUANTIZATIONS}")
-    from tfbert.ops import use_forms
-
     # keras's own ops, not the TensorFlow graph forms of the SavedModel (tfbert/ops): the
     # converter would decompose the fused LayerNorm into more ops, and a larger int8 file.
     with tempfile.TemporaryDirectory() as tmp, use_forms("stock"):
@@ -169,6 +168,7 @@ def tflite_ops(content: bytes) -> tuple[list[str], list[str]]:
     a text report; this reads the flatbuffer with the schema classes generated into
     `tensorflow.lite.python.schema_py_generated` instead. Checked on tensorflow 2.21.0.
     """
+    # TFLite's flatbuffer schema: loaded only when a .tflite file is inspected.
     from tensorflow.lite.python import schema_py_generated as schema
 
     model = schema.ModelT.InitFromPackedBuf(content, 0)
@@ -209,6 +209,7 @@ def _interpreter_with_text_ops(source: dict[str, Any]) -> Any:
     guide names it for `tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS`. Checked on
     tensorflow 2.21.0 with tensorflow-text 2.21.1.
     """
+    # The interpreter and the TF Text ops it runs: loaded only when a .tflite file is run.
     import tensorflow_text as tf_text
     from tensorflow.lite.python import interpreter as interpreter_lib
 

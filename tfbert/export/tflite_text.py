@@ -61,6 +61,7 @@ def drop_invalid_utf8(text: tf.Tensor) -> tf.Tensor:
     bytes are checked with builtin ops, and the stretches of kept bytes cut out
     (ByteSplitByOffsets) and joined again (NgramsStringJoin over UTF8_STRETCHES slots).
     """
+    # TF Text loads (and registers its ops) only when a text model is built.
     import tensorflow_text as tf_text
 
     splitter = tf_text.ByteSplitter()
@@ -193,7 +194,7 @@ class TextPacker(tf.Module):
 
     def __init__(self, vocab: Sequence[str], spec: ExportSpec) -> None:
         super().__init__()
-        import tensorflow_text as tf_text
+        import tensorflow_text as tf_text  # (as in drop_invalid_utf8)
 
         tokens = list(vocab)
         extended, remap = case_extended_vocab(tokens, spec.lower_case)

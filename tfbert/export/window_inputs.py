@@ -63,6 +63,7 @@ def make_windows(tokenizer: Any, texts: Sequence[str], seq_length: int,
         doc_stride: int or None. Pieces between window starts (default T // 2).
         texts_b: sequence of str or None. Second segments of a pair model (windows over them).
     """
+    # TensorFlow only for the ragged gather; the window bookkeeping here is NumPy.
     import tensorflow as tf
 
     stride = seq_length // 2 if doc_stride is None else doc_stride

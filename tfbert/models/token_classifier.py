@@ -7,6 +7,7 @@ from typing import Any
 
 import keras
 
+from tfbert.layers import crf
 from tfbert.layers.dropout import BertDropout
 from tfbert.layers.precision import float32_policy
 from tfbert.models.encoder import BertEncoder
@@ -99,6 +100,4 @@ class BertTokenClassifier(BertTask):
 def _crf_module() -> Any:
     """tfbert.layers.crf, imported when a CRF is used: its loops are TensorFlow's, and the plain
     model must import under Keras's JAX backend without TensorFlow."""
-    from tfbert.layers import crf
-
     return crf

@@ -58,7 +58,6 @@ from typing import Any
 import keras
 import numpy as np
 
-import tfbert
 from tfbert import checkpoints
 from tfbert.data import classification as data
 from tfbert.data import task_folders
@@ -70,7 +69,9 @@ from tfbert.evaluation.classification import (
     tune_thresholds,
 )
 from tfbert.fileio import json_text
-from tfbert.models.classifier import MultiLabelCrossentropy, WindowPooledClassifier
+from tfbert.models.classifier import BertClassifier, MultiLabelCrossentropy, WindowPooledClassifier
+from tfbert.text.preprocessor import BertPreprocessor
+from tfbert.text.tokenizer import BertTokenizer
 from tfbert.training import finetune as ft
 from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
@@ -279,7 +280,7 @@ def _run(config: ClassifierConfig, run: Staging) -> dict[str, Any]:
     global_step = 0  # of the checkpoint an eval-only run reads (GR's eval_results.txt)
     if config.do_train:
         model, vocab_file, lower_case = ft.build_model(
-            tfbert.BertClassifier, config, num_classes=len(labels),
+            BertClassifier, config, num_classes=len(labels),
             head_hidden_layers=config.head_hidden_layers,
             head_hidden_size=config.head_hidden_size, dropout=config.dropout,
             multi_label=config.multi_label)
@@ -480,9 +481,9 @@ class _Inputs:
         self.windows = long_input == "windows"
         self.stats: dict[str, dict[str, int]] = {}
         if self.windows:
-            self.tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
+            self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
         else:
-            self.preprocessor = tfbert.BertPreprocessor(vocab_file, config.max_seq_length,
+            self.preprocessor = BertPreprocessor(vocab_file, config.max_seq_length,
                                                         lower_case=lower_case)
 
     def dataset(self, split: str, examples: Sequence[data.ClassificationExample],

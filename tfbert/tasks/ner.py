@@ -33,11 +33,12 @@ from typing import Any
 import keras
 import numpy as np
 
-import tfbert
 from tfbert.data import ner as data
 from tfbert.errors import UserError
 from tfbert.evaluation.ner import entity_metrics, entity_spans
 from tfbert.fileio import json_text
+from tfbert.models.token_classifier import BertTokenClassifier
+from tfbert.text.tokenizer import BertTokenizer
 from tfbert.training import finetune as ft
 from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
@@ -140,14 +141,14 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
         labels = (list(data.PEOPLE_DAILY_LABELS) if config.task_name
                   else data.label_list(train, config.label_alignment))
         model, vocab_file, lower_case = ft.build_model(
-            tfbert.BertTokenClassifier, config, num_classes=len(labels), dropout=config.dropout,
+            BertTokenClassifier, config, num_classes=len(labels), dropout=config.dropout,
             crf=config.crf)
     else:
         loaded = ft.load_finetuned(config, "ner")
         model, labels, vocab_file, lower_case = (loaded.model, loaded.labels,
                                                  loaded.vocab_file, loaded.lower_case)
     ft.check_seq_length(config, model)
-    tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
+    tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
     logger.info("labels: %s", labels)
 
     doc_stride = data.check_windows(config.max_seq_length, config.doc_stride, config.long_input)

@@ -66,13 +66,18 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import keras
 import numpy as np
 
+from tfbert.data import squad as qa_data
 from tfbert.data.qa_features import QAFeature
-from tfbert.data.squad import QAExample
+from tfbert.data.squad import ON_BAD_ANSWER, QAExample
 from tfbert.errors import UserError
 from tfbert.evaluation.spans import span_candidates
+from tfbert.evaluation.squad import SCORERS, apply_null_threshold, best_null_threshold, evaluate
 from tfbert.fileio import atomic_write, json_text
+from tfbert.models.span_labeler import BertSpanLabeler
+from tfbert.text.tokenizer import BertTokenizer
 from tfbert.training import finetune as ft
 from tfbert.training.config import field
 from tfbert.training.finetune import TaskConfig
@@ -279,9 +284,6 @@ class SquadConfig(TaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from tfbert.data.squad import ON_BAD_ANSWER
-        from tfbert.evaluation.squad import SCORERS
-
         if self.max_seq_length <= self.max_query_length + 3:
             raise UserError(f"max_seq_length ({self.max_seq_length}) must be greater than "
                             f"max_query_length ({self.max_query_length}) + 3")
@@ -301,8 +303,6 @@ class SquadConfig(TaskConfig):
 def load_data(config: SquadConfig, data_dir: str | None = None) -> dict[str, Any]:
     """split -> SquadData for the splits the run needs (None where none is given); the built-in
     set is written to `data_dir` (default output_dir/data) first."""
-    from tfbert.data import squad as qa_data
-
     paths = {"train": config.train_file, "dev": config.dev_file, "test": config.test_file}
     if config.builtin:
         paths = qa_data.write_builtin_qa(data_dir or os.path.join(config.output_dir, "data"),
@@ -334,16 +334,12 @@ def load_data(config: SquadConfig, data_dir: str | None = None) -> dict[str, Any
 def span_loss(labels: Any, logits: Any) -> Any:
     """Half the sparse cross-entropy of one boundary: start + end halves add up to Google's
     (start loss + end loss) / 2."""
-    import keras
-
     return 0.5 * keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
 def predict_logits(model: Any, features: Sequence[QAFeature], batch_size: int
                    ) -> tuple[np.ndarray, np.ndarray]:
     """The span labeler's start and end logits [N, T] for every feature."""
-    from tfbert.data import squad as qa_data
-
     ds = qa_data.make_dataset(features, batch_size, with_labels=False)
     out = model.predict(ds, verbose=0)
     return np.asarray(out["start_logits"]), np.asarray(out["end_logits"])
@@ -424,12 +420,6 @@ def run_squad(config: SquadConfig) -> dict[str, Any]:
 
 
 def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
-    import keras
-
-    import tfbert
-    from tfbert.data import squad as qa_data
-    from tfbert.evaluation.squad import apply_null_threshold, best_null_threshold, evaluate
-
     keras.utils.set_random_seed(config.seed)
     splits = load_data(config, run.path("data"))
     if config.do_train and not splits["train"]:
@@ -440,13 +430,13 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
 
     saved = None  # the metadata of the fine-tuned model predicted from
     if config.do_train:
-        model, vocab_file, lower_case = ft.build_model(tfbert.BertSpanLabeler, config)
+        model, vocab_file, lower_case = ft.build_model(BertSpanLabeler, config)
     else:
         loaded = ft.load_finetuned(config, "qa", labelled=False)
         model, vocab_file, lower_case = loaded.model, loaded.vocab_file, loaded.lower_case
         saved = loaded.metadata
     ft.check_seq_length(config, model)
-    tokenizer = tfbert.BertTokenizer(vocab_file, lower_case=lower_case)
+    tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
 
     results: dict[str, Any] = {"data": {}, "run_id": run.run_id}
     features: dict[str, list[QAFeature]] = {}
