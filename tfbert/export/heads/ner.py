@@ -33,12 +33,14 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfbert.data.tags import PREFIXES, spread
 from tfbert.errors import UserError
 from tfbert.export import windows
 from tfbert.export.graph_ops import dense, pad_positions, segment_lengths, substr
 from tfbert.export.heads.base import ServingHead
 
-TAG_PREFIXES = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
+# The prefix codes of the in-graph chunk rule (`chunk_starts`): 0 = O, then data.tags.PREFIXES.
+TAG_PREFIXES = {"O": 0, **{p: i + 1 for i, p in enumerate(PREFIXES)}}
 
 
 class NerHead(ServingHead):
@@ -60,7 +62,7 @@ class NerHead(ServingHead):
         super().check_spec(spec)
         for tag in spec.labels:
             prefix, _, kind = tag.partition("-")
-            if tag != "O" and (prefix not in TAG_PREFIXES or prefix == "O" or not kind):
+            if tag != "O" and (prefix not in PREFIXES or not kind):
                 raise UserError(f"saved_model.py: NER tag {tag!r} is not 'O' or B/I/E/S-TYPE")
 
     def __init__(self, model: Any, spec: Any, module: Any) -> None:
@@ -77,7 +79,7 @@ class NerHead(ServingHead):
         # Tag ids of a piece's first / middle / last character when one piece holds several
         # (B-X: B I I, S-X: B I E, E-X: I I E); the tag itself where the label set lacks one.
         index = {name: i for i, name in enumerate(labels)}
-        self._spread_tags = [tf.constant([index.get(spread_tag(t, part), i)
+        self._spread_tags = [tf.constant([index.get(spread(t, 3)[part], i)
                                           for i, t in enumerate(labels)], tf.int32)
                              for part in range(3)]  # 3 x [C]
 
@@ -212,7 +214,7 @@ class NerHead(ServingHead):
     def _character_words(self, raw: tf.Tensor, on_text: tf.Tensor, starts: tf.Tensor,
                          ends: tf.Tensor) -> dict[str, tf.Tensor]:
         """Word outputs of a character-level model: one word per character of each piece, a
-        piece's tag spread over its characters as one entity (tfbert.data.ner._spread)."""
+        piece's tag spread over its characters as one entity (tfbert.data.tags.spread)."""
         count = tf.where(on_text, ends - starts, 0)  # [B, N] characters of each piece
         flat_count = tf.reshape(count, [-1])
         flat_piece = tf.repeat(tf.range(tf.size(flat_count)), flat_count)  # [K] (all rows)
@@ -255,17 +257,6 @@ def _crf_tags(crf: Any, spec: Any, inputs: dict[str, tf.Tensor], logits: tf.Tens
     if spec.label_alignment == "first" and spec.token_separator != "":
         chain &= ~tf.gather(continuation, inputs["input_ids"])
     return tf.cast(crf(logits, chain), tf.int32)
-
-
-def spread_tag(tag: str, part: int) -> str:
-    """The tag of the first (part 0), a middle (1) or the last (2) of several characters one
-    piece tagged `tag` covers."""
-    prefix, _, kind = tag.partition("-")
-    if tag == "O":
-        return tag
-    new = [{"B": "B", "I": "I", "E": "I", "S": "B"}, {"B": "I", "I": "I", "E": "I", "S": "I"},
-           {"B": "I", "I": "I", "E": "E", "S": "E"}][part][prefix]
-    return f"{new}-{kind}"
 
 
 def chunk_starts(prefix: tf.Tensor, kind: tf.Tensor) -> tf.Tensor:
