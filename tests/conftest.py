@@ -56,9 +56,10 @@ def chinese_vocab_file(tmp_path_factory) -> str:
     return str(path)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_data(tmp_path_factory, chinese_vocab_file) -> dict:
-    """pretrain_test_utils.make_tiny_data's records and tiny config, once per module."""
+    """pretrain_test_utils.make_tiny_data's records and tiny config, once per session (tests
+    read them and write only under their own tmp_path)."""
     from pretrain_test_utils import make_tiny_data  # loads TensorFlow: only when a test asks
 
     return make_tiny_data(tmp_path_factory.mktemp("pretrain_data"), chinese_vocab_file)
