@@ -12,6 +12,7 @@ import pytest
 from tfbert.data import corpora
 from tfbert.data import squad as qa_data
 from tfbert.tasks import squad as qa_task
+from tfbert.tasks import squad_predictions
 
 CLS, SEP, PAD = 2, 3, 0
 
@@ -243,7 +244,7 @@ def test_decoding_picks_the_best_span_across_windows_and_cuts_the_original_text(
     w1 = _logits(features[1], {4: 4.0}, {5: 3.0, 4: 1.0})
     w2 = _logits(features[2], {3: 9.0, 4: -5.0}, {4: 9.0})  # "zeta" 4.0: 4th
     starts, ends = np.stack([w0[0], w1[0], w2[0]]), np.stack([w0[1], w1[1], w2[1]])
-    predictions, nbest, null_odds = qa_task.postprocess_predictions(
+    predictions, nbest, null_odds = squad_predictions.postprocess_predictions(
         [ex], features, starts, ends, n_best_size=3, max_answer_length=5)
     assert predictions == {"q": "delta Epsilon"}
     assert [c["text"] for c in nbest["q"]] == ["delta Epsilon", "delta", "Gamma"]
@@ -252,7 +253,7 @@ def test_decoding_picks_the_best_span_across_windows_and_cuts_the_original_text(
     assert (nbest["q"][0]["start_char"], nbest["q"][0]["end_char"]) == (17, 30)
     assert null_odds == {}
     # max_answer_length 1 rules out the two-word span.
-    predictions, _, _ = qa_task.postprocess_predictions([ex], features, starts, ends,
+    predictions, _, _ = squad_predictions.postprocess_predictions([ex], features, starts, ends,
                                                         n_best_size=3, max_answer_length=1)
     assert predictions == {"q": "delta"}
 
@@ -265,12 +266,12 @@ def test_decoding_v2_null_answer_threshold():
     w0 = _logits(features[0], {0: 3.0, 4: 2.0}, {0: 3.0, 5: 2.0})  # null 6, "AB" 4
     w1 = _logits(features[1], {0: 1.0}, {0: 1.5})  # null 2.5 (the minimum)
     starts, ends = np.stack([w0[0], w1[0]]), np.stack([w0[1], w1[1]])
-    predictions, nbest, null_odds = qa_task.postprocess_predictions(
+    predictions, nbest, null_odds = squad_predictions.postprocess_predictions(
         [ex], features, starts, ends, version_2_with_negative=True)
     assert null_odds["q"] == pytest.approx(2.5 - 4.0)
     assert predictions == {"q": "AB"}  # -1.5 is not above threshold 0
     assert "" in [c["text"] for c in nbest["q"]]
-    predictions, _, _ = qa_task.postprocess_predictions(
+    predictions, _, _ = squad_predictions.postprocess_predictions(
         [ex], features, starts, ends, version_2_with_negative=True,
         null_score_diff_threshold=-2.0)
     assert predictions == {"q": ""}
@@ -280,7 +281,8 @@ def test_decoding_checks_shapes():
     ex = qa_data.QAExample("q", "?", "AB", [])
     features, _ = qa_data.make_features([ex], [_char_tokens("AB")], 8, 2, 2, CLS, SEP, PAD)
     with pytest.raises(ValueError, match="1 features but 2 start"):
-        qa_task.postprocess_predictions([ex], features, np.zeros((2, 8)), np.zeros((2, 8)))
+        squad_predictions.postprocess_predictions([ex], features, np.zeros((2, 8)),
+                                                  np.zeros((2, 8)))
 
 
 # --- run_squad end to end --------------------------------------------------------------------

@@ -14,6 +14,7 @@ import pytest
 from tfbert.data import squad as qa_data
 from tfbert.evaluation import squad as metrics
 from tfbert.tasks import squad as qa_task
+from tfbert.tasks import squad_predictions
 
 CMRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cmrc2018")
 
@@ -202,7 +203,7 @@ def test_cmrc_character_offsets_survive_features_and_decoding(chinese_vocab_file
     for row, f in enumerate(features):
         if f.start_position:
             starts[row, f.start_position] = ends[row, f.end_position] = 5.0
-    predictions, nbest, _ = qa_task.postprocess_predictions(
+    predictions, nbest, _ = squad_predictions.postprocess_predictions(
         data.examples, features, starts, ends, n_best_size=5, max_answer_length=20)
     for ex in data.examples:
         best = nbest[ex.qas_id][0]
@@ -247,7 +248,7 @@ def qa_export(tmp_path_factory, chinese_vocab_file):
               for k in ("input_ids", "input_mask", "segment_ids")}
     out = model(inputs, training=False)
     logits = out["start_logits"].numpy(), out["end_logits"].numpy()
-    answers, nbest, odds = qa_task.postprocess_predictions(
+    answers, nbest, odds = squad_predictions.postprocess_predictions(
         examples, features, *logits, 20, ANSWER, True, float("inf"))
     finite = sorted(v for v in odds.values() if v < 1e6)  # between the two largest: one ""
     threshold = (finite[-1] + finite[-2]) / 2
@@ -289,7 +290,7 @@ def test_export_ids_signature_applies_the_stored_threshold(qa_export):
     for i, r in enumerate(rows):
         f = qa_export["features"][r]
         f = dataclasses.replace(f, token_is_max_context=f.token_start_char >= 0)
-        nbest, null = qa_task.decode_example(
+        nbest, null = squad_predictions.decode_example(
             qa_export["examples"][f.example_index], [f], [qa_export["logits"][0][r]],
             [qa_export["logits"][1][r]], 20, ANSWER, True)
         best = next((c for c in nbest if c.text), None)
