@@ -50,10 +50,10 @@ from absl import app, flags
 from tfbert.cli import common_flags
 from tfbert.data import task_folders
 from tfbert.data.classification import BUILTIN_TASKS
+from tfbert.data.windows import LONG_INPUT
 from tfbert.fileio import json_text
 from tfbert.tasks.classifier import (
     BEST_METRICS,
-    LONG_INPUT,
     MULTI_LABEL_BEST_METRICS,
     ClassifierConfig,
     run_classifier,

@@ -25,6 +25,7 @@ from __future__ import annotations
 from absl import app, flags
 
 from tfbert.cli import common_flags
+from tfbert.data.windows import LONG_INPUT
 from tfbert.fileio import json_text
 from tfbert.tasks.ner import BUILTIN_TASKS, NerConfig, run_ner
 
@@ -40,7 +41,7 @@ flags.DEFINE_enum("task_name", None, list(BUILTIN_TASKS), "Built-in data (the de
 flags.DEFINE_bool("char_level", _D.char_level, "CoNLL files hold one character per line of "
                   "text written without spaces (Chinese).")
 common_flags.define_field_flag(NerConfig, "dropout", "Dropout before the tagging layer.")
-flags.DEFINE_enum("long_input", _D.long_input, ["windows", "truncate"], "Sentences longer "
+flags.DEFINE_enum("long_input", _D.long_input, list(LONG_INPUT), "Sentences longer "
                   "than max_seq_length - 2 word pieces: overlapping windows, each token read "
                   "from the window where it has the most context (every window a training "
                   "example), or truncate (the rest gets no prediction).")

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+# How classification and NER read a text longer than the model's input: cut it ("truncate") or
+# read it whole as overlapping windows ("windows"); each task has its own default.
+LONG_INPUT = ("truncate", "windows")
+
 
 def window_spans(num_tokens: int, max_tokens: int, doc_stride: int) -> list[tuple[int, int]]:
     """(start, length) of the context windows: a window every `doc_stride` tokens until one

@@ -45,6 +45,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from tfbert.data.windows import LONG_INPUT
 from tfbert.errors import UserError
 from tfbert.export import heads, windows
 from tfbert.export.graph_ops import (
@@ -177,9 +178,9 @@ class ExportSpec:
                             f"for task {self.task!r}")
         if head.needs_labels and not self.labels:
             raise UserError(f"saved_model.py: task {self.task!r} needs its label names")
-        if self.long_input not in ("truncate", "windows"):
-            raise UserError(f"saved_model.py: long_input {self.long_input!r} is not 'truncate' "
-                            "or 'windows'")
+        if self.long_input not in LONG_INPUT:
+            raise UserError(f"saved_model.py: long_input {self.long_input!r} is not one of "
+                            f"{LONG_INPUT}")
         if self.long_input == "windows":
             stride = self.window_stride
             if not head.windows:

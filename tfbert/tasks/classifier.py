@@ -35,6 +35,7 @@ import numpy as np
 from tfbert import checkpoints
 from tfbert.data import classification as data
 from tfbert.data import task_folders
+from tfbert.data.windows import LONG_INPUT
 from tfbert.errors import UserError
 from tfbert.evaluation.classification import (
     DEFAULT_THRESHOLD,
@@ -62,7 +63,6 @@ from tfbert.training.outputs import Staging, save_model
 
 logger = logging.getLogger(__name__)
 
-LONG_INPUT = ("truncate", "windows")
 BEST_METRICS = ("accuracy", "macro_f1")
 MULTI_LABEL_BEST_METRICS = ("micro_f1", "macro_f1", "exact_match")
 

@@ -9,7 +9,6 @@ labels aligned to word pieces, long sentences as windows, and back (`features`).
 from tfbert.data.ner.features import (
     IGNORE_INDEX,
     LABEL_ALIGNMENTS,
-    LONG_INPUTS,
     NerFeatures,
     check_windows,
     decode_logits,

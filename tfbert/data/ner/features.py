@@ -39,7 +39,6 @@ logger = logging.getLogger(__name__)
 
 IGNORE_INDEX = -100
 
-LONG_INPUTS = ("windows", "truncate")
 LABEL_ALIGNMENTS = ("first", "all")
 
 
@@ -101,8 +100,8 @@ def check_windows(max_seq_length: int, doc_stride: int | None, long_input: str =
                   label_alignment: str = "first") -> int:
     """The window stride for T = max_seq_length (default T // 2); UserError for a stride that is
     not in [1, T - 2) (windows of T - 2 pieces would not overlap) or an unknown option."""
-    if long_input not in LONG_INPUTS:
-        raise UserError(f"long_input must be one of {LONG_INPUTS}, got {long_input!r}")
+    if long_input not in windows.LONG_INPUT:
+        raise UserError(f"long_input must be one of {windows.LONG_INPUT}, got {long_input!r}")
     if label_alignment not in LABEL_ALIGNMENTS:
         raise UserError(f"label_alignment must be one of {LABEL_ALIGNMENTS}, got "
                         f"{label_alignment!r}")
