@@ -102,6 +102,26 @@ def dense_data(n: int = 64) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
+def embedding_model(seed: int = 1) -> keras.Model:
+    """Word and token-type tables (sparse gradients with repeated ids), a Dense on top."""
+    keras.utils.set_random_seed(seed)
+    ids = keras.Input((5,), dtype="int32", name="input_ids")
+    types_ = keras.Input((5,), dtype="int32", name="segment_ids")
+    x = (keras.layers.Embedding(7, 4, name="word_embeddings")(ids)
+         + keras.layers.Embedding(2, 4, name="token_type_embeddings")(types_))
+    x = keras.layers.Dense(1, name="out")(keras.layers.Flatten()(x))
+    return keras.Model({"input_ids": ids, "segment_ids": types_}, x)
+
+
+def embedding_data(n: int = 64) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Inputs for `embedding_model` (3 of 7 word ids: rows repeat) and regression targets."""
+    rng = np.random.default_rng(0)
+    x = {"input_ids": rng.integers(0, 3, (n, 5)).astype("int32"),  # 3 of 7 ids: repeats
+         "segment_ids": (np.arange(5)[None, :] >= rng.integers(1, 5, (n, 1))).astype("int32")}
+    y = (rng.normal(size=(n, 1)) * 20).astype("float32")
+    return x, y
+
+
 def _numpy(outputs):
     return tf.nest.map_structure(lambda t: np.asarray(keras.ops.convert_to_numpy(t)), outputs)
 

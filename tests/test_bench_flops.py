@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+from model_test_utils import make_features, tiny_config
 
 import tfbert
 from bench import common
-from tests.model_test_utils import make_features, tiny_config
 from tfbert.ops import use_forms
 
 

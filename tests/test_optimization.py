@@ -14,7 +14,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-from model_test_utils import make_features, script_result, tiny_config
+from model_test_utils import (
+    embedding_data,
+    embedding_model,
+    make_features,
+    script_result,
+    tiny_config,
+)
 
 from tfbert import BertEncoder, BertPretrainer
 from tfbert.fields import field_help
@@ -273,32 +279,13 @@ def test_summed_rows_stay_sparse_with_the_true_norm():
 
 # --- accumulation, strategies, settings ----------------------------------------------------------
 
-def _embedding_model(seed: int = 1) -> keras.Model:
-    """Word and token-type tables (sparse gradients with repeated ids), a Dense on top."""
-    keras.utils.set_random_seed(seed)
-    ids = keras.Input((5,), dtype="int32", name="input_ids")
-    types_ = keras.Input((5,), dtype="int32", name="segment_ids")
-    x = (keras.layers.Embedding(7, 4, name="word_embeddings")(ids)
-         + keras.layers.Embedding(2, 4, name="token_type_embeddings")(types_))
-    x = keras.layers.Dense(1, name="out")(keras.layers.Flatten()(x))
-    return keras.Model({"input_ids": ids, "segment_ids": types_}, x)
-
-
-def _embedding_data(n: int = 64):
-    rng = np.random.default_rng(0)
-    x = {"input_ids": rng.integers(0, 3, (n, 5)).astype("int32"),  # 3 of 7 ids: repeats
-         "segment_ids": (np.arange(5)[None, :] >= rng.integers(1, 5, (n, 1))).astype("int32")}
-    y = (rng.normal(size=(n, 1)) * 20).astype("float32")
-    return x, y
-
-
 def _train_google(k: int, steps: int = 4, batch: int = 16, clip_norm=1.0,
                   jit_compile: bool = False):
-    model = _embedding_model()
+    model = embedding_model()
     opt = optimization.create_optimizer(5e-2, 6, 2, optimizer="adamw_google",
                                         gradient_accumulation_steps=k, clip_norm=clip_norm)
     model.compile(optimizer=opt, loss="mse", jit_compile=jit_compile)
-    x, y = _embedding_data()
+    x, y = embedding_data()
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch // k)
     model.fit(ds, epochs=1, steps_per_epoch=steps * k, verbose=0, shuffle=False)
     assert int(keras.ops.convert_to_numpy(opt.iterations)) == steps
@@ -324,17 +311,17 @@ _MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     sys.path.insert(0, {tests!r})
-    import test_optimization as t
+    import model_test_utils as t
     from tfbert.training import distribute, optimization
 
     def run(strategy, k, loss_scale=False):
         with strategy.scope():
-            model = t._embedding_model()
+            model = t.embedding_model()
             opt = optimization.create_optimizer(5e-2, 6, 2, optimizer="adamw_google",
                                                 gradient_accumulation_steps=k,
                                                 loss_scale=loss_scale)
             model.compile(optimizer=opt, loss="mse")
-        x, y = t._embedding_data()
+        x, y = t.embedding_data()
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(16 // k)
         h = model.fit(ds, epochs=3, steps_per_epoch=k, verbose=0, shuffle=False)
         return h.history["loss"], [v.numpy().tolist() for v in model.trainable_variables]
@@ -373,7 +360,7 @@ def test_adamw_google_settings_and_serialization():
     # The same name in the config, the flag's help and compile_for_training.
     assert RunConfig(output_dir="out", optimizer="adamw_google").optimizer == "adamw_google"
     assert "adamw_google" in field_help(RunConfig, "optimizer")
-    model = _embedding_model()
+    model = embedding_model()
     config = types.SimpleNamespace(learning_rate=1e-3, optimizer="adamw_google",
                                    lr_schedule=None, weight_decay=0.01,
                                    gradient_accumulation_steps=1, jit_compile=False)
