@@ -130,6 +130,9 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
          "python -m experiments.ab_versions --before CHECKOUT --train --results FILE"),
         ("train-ab-summed-rows-avx2-epyc-zen3-2026-12-03.json",
          "python -m experiments.ab_versions --before CHECKOUT --train --results FILE"),
+        ("schedule_choice-avx2-epyc-zen3-2026-12-03.json",
+         "python -m experiments.schedule_choice --checkpoints NAME=DIR ... --seeds 1,2,3 "
+         "--output FILE"),
     ]),
     ("The fit loop and its feed", [
         ("fit_loop-avx512-epyc-2026-12-02.json", "python -m experiments.fit_loop --results FILE"),
