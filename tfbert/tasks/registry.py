@@ -1,9 +1,10 @@
 """The task registry: each tfbert model class, the task it runs and the SavedModel head serving it.
 
-Every consumer asks here instead of naming classes: the export (`task_of(model).export`),
-`tfbert.models.weights` (`find(model_class_name)`, the classes a tfbert directory may name),
-the task modules. A task is declared once, by one `register(Task(...))` line below; a new task
-adds its model module (tfbert/models/) and that line.
+Every consumer asks here instead of naming classes: the export (`task_of(model).export`, the
+serving head tfbert/export/heads/<export>.py), `tfbert.models.weights` (`find(model_class_name)`,
+the classes a tfbert directory may name), the task modules. A task is declared once, by one
+`register(Task(...))` line below; a new task adds its model module (tfbert/models/) and that
+line, and a serving head only when no existing one serves its outputs.
 
     >>> from tfbert.tasks import registry
     >>> registry.get("ner").model_class.__name__, registry.get("ner").export
