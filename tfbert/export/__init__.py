@@ -242,7 +242,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
                 "serving_default": module.serve_text.get_concrete_function(),
                 "serve_ids": module.serve_ids.get_concrete_function()})}
         if check:
-            from tfbert.export.check_serving import check_saved_model
+            from tfbert.export.check_serving import check_saved_model  # (as above)
 
             report = check_saved_model(version_dir)
             result["serving_check"] = {"ok": report.ok, "non_core_ops": report.non_core_ops,
@@ -251,7 +251,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
             if not report.ok:
                 logger.warning("TF Serving check failed:\n%s", report.format())
         if tflite:
-            from tfbert.export.tflite import export_tflite
+            from tfbert.export.tflite import export_tflite  # (as above)
 
             if dtype != "float32":
                 model = load_for_export(model_dir, max_seq_length, pair)[0]

@@ -63,6 +63,8 @@ def from_pretrained(source: Any, config: BertConfig | None = None, strict: bool 
 
 def task_class(checkpoint: Checkpoint) -> type | None:
     """The tfbert task model class of a fine-tuned HF or Google checkpoint's head, else None."""
+    # Upward (tasks sit above models) and ignored in the layers contract: the registry holds
+    # the task model classes by name; they move under the task objects with their loader.
     from tfbert.tasks import registry
 
     if checkpoint.format not in ("hf", "google") or not checkpoint.metadata:
