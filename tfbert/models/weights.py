@@ -24,9 +24,10 @@ from tfbert.checkpoints import names
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, format_names
 from tfbert.models.encoder import BertEncoder
 from tfbert.models.pretrainer import BertPretrainer
+
 # Upward, and ignored in the layers contract (pyproject.toml): a tfbert directory names its model
 # class, which the task registry holds; the classes move under the task objects with this loader.
-from tfbert.tasks import registry  # noqa: I001
+from tfbert.tasks import registry
 
 logger = logging.getLogger(__name__)
 
