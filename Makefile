@@ -29,7 +29,7 @@ test-all: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check tfbert tests data_tools bench *.py
+	$(VENV)/bin/ruff check tfbert tests data_tools bench experiments *.py
 	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
