@@ -8,6 +8,7 @@ it (`tfbert.tasks.registry.Task.export`); its `HEAD` is a `ServingHead` subclass
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 
@@ -17,6 +18,7 @@ from tfbert.export.heads.base import ServingHead
 __all__ = ["ServingHead", "get", "names"]
 
 
+@functools.cache  # the package's modules do not change while it runs; asked per ExportSpec
 def names() -> tuple[str, ...]:
     """The heads there are: the modules of this package other than base."""
     return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name != "base"))

@@ -71,9 +71,6 @@ class ServingHead:
             raise UserError(f"saved_model.py: multi_label is a classification setting, not "
                             f"one of task {spec.task!r}")
 
-    def has_text_b(self) -> bool:
-        return self.text_b == "always" or (self.text_b == "pair" and self.spec.pair)
-
     # --- in the graph ----------------------------------------------------------------------------
 
     def model_outputs(self, outputs: Any, seq_length: int) -> dict[str, tf.Tensor]:
