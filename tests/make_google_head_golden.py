@@ -174,7 +174,12 @@ def main() -> None:
     out["commit"] = np.array(COMMIT)
     out["versions"] = np.array(f"tensorflow {tf.__version__}")
     np.savez_compressed(os.path.join(OUT, "golden.npz"), **out)
-    for root, _, files in sorted(os.walk(OUT)):
+    print_written(OUT)
+
+
+def print_written(folder: str) -> None:
+    """Each file under `folder` with its size, as the fixture's commit will show it."""
+    for root, _, files in sorted(os.walk(folder)):
         for name in sorted(files):
             path = os.path.join(root, name)
             print(os.path.relpath(path, DATA), os.path.getsize(path))

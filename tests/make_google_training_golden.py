@@ -340,10 +340,7 @@ def main() -> None:
     with open(os.path.join(OUT, "golden.json"), "w", encoding="utf-8") as f:
         f.write(text + "\n")
     np.savez_compressed(os.path.join(OUT, "final_weights.npz"), **weights)
-    for root, _, files in sorted(os.walk(OUT)):
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            print(os.path.relpath(path, DATA), os.path.getsize(path))
+    heads.print_written(OUT)
 
 
 if __name__ == "__main__":
