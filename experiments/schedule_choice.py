@@ -26,7 +26,10 @@ def main() -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--output", default=None, help="JSON file to write (optional)")
     args = parser.parse_args()
+    if args.output and os.path.exists(args.output):
+        parser.error(f"{args.output} exists; name a new file")
 
+    from tfbert.fileio import write_json
     from tfbert.tasks.classifier import ClassifierConfig, run_classifier
 
     runs = []
@@ -69,10 +72,7 @@ def main() -> None:
                   "host": f"{os.cpu_count()}-core {platform.processor() or platform.machine()}",
                   "runs": runs,
                   "summary": summary}
-        tmp = args.output + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=1)
-        os.replace(tmp, args.output)
+        write_json(args.output, record)
 
 
 if __name__ == "__main__":
