@@ -65,7 +65,12 @@ from tfbert.training.optimizers import (
     LossScaleOptimizer,
     is_excluded_from_weight_decay,
 )
-from tfbert.training.schedules import LR_SCHEDULES, WarmupLinearDecay, WarmupPolynomialDecay
+from tfbert.training.schedules import (
+    DEFAULT_LR_SCHEDULE,
+    LR_SCHEDULES,
+    WarmupLinearDecay,
+    WarmupPolynomialDecay,
+)
 
 OPTIMIZERS = ("adamw", "lamb", "adamw_google")
 # What each name runs, for --help and the docs.
@@ -89,7 +94,7 @@ def create_optimizer(
     gradient_accumulation_steps: int = 1,
     loss_scale: bool = False,
     variables: Iterable[Any] | None = None,
-    lr_schedule: str = "polynomial",
+    lr_schedule: str = DEFAULT_LR_SCHEDULE,
 ) -> keras.optimizers.Optimizer:
     """BERT's optimizer with its schedule, ready for `model.compile(optimizer=...)`.
 

@@ -36,6 +36,7 @@ from tfbert import ownership
 from tfbert.data.pretraining import INPUT_ORDER
 from tfbert.errors import UserError
 from tfbert.training import callbacks as cb
+from tfbert.training.schedules import DEFAULT_LR_SCHEDULE
 
 if TYPE_CHECKING:
     from tfbert.config import BertConfig
@@ -135,7 +136,7 @@ def resumed_lr_schedule(output_dir: str, config: PretrainConfig, latest: str | N
         return config.lr_schedule
     previous = _read_json(os.path.join(output_dir, RUN_CONFIG_FILE)) if latest else None
     if previous is None:
-        return "polynomial"
+        return DEFAULT_LR_SCHEDULE
     schedule = previous.get("lr_schedule", "linear")
     logger.info("resuming with lr_schedule %s, the one the run was started with", schedule)
     return schedule

@@ -23,6 +23,7 @@ from tfbert import rundir
 from tfbert.cpuinfo import host_cpu
 from tfbert.training.distribute import get_strategy, tf_config_task
 from tfbert.training.optimization import create_optimizer
+from tfbert.training.schedules import DEFAULT_LR_SCHEDULE
 
 PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 # "auto": mixed bfloat16 where the hardware has bfloat16 matmul units, else float32.
@@ -141,6 +142,6 @@ def compile_for_training(model: keras.Model, config: Any, num_train_steps: int,
         weight_decay=config.weight_decay, clip_norm=clip_norm,
         gradient_accumulation_steps=config.gradient_accumulation_steps, loss_scale=loss_scale,
         variables=model.trainable_variables,
-        lr_schedule=lr_schedule or config.lr_schedule or "polynomial")
+        lr_schedule=lr_schedule or config.lr_schedule or DEFAULT_LR_SCHEDULE)
     model.compile(optimizer=optimizer, jit_compile=config.jit_compile, **compile_kwargs)
     return optimizer

@@ -16,6 +16,7 @@ import keras
 from keras import ops
 
 LR_SCHEDULES = ("polynomial", "linear")
+DEFAULT_LR_SCHEDULE = "polynomial"  # google-research/bert's and tensorflow/models' decay
 LR_SCHEDULE_HELP = (
     "The learning rate: linear warmup peak * s / warmup, then polynomial: peak * (1 - s / "
     "total), as google-research/bert and tensorflow/models (the only one for adamw_google); "
