@@ -113,7 +113,7 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     if seq_length > encoder_config.max_position_embeddings:
         raise UserError(f"max_seq_length {seq_length} exceeds the model's "
                         f"max_position_embeddings {encoder_config.max_position_embeddings}")
-    fields = head.spec_fields(model, metadata, metadata.get("labels"), model_dir)
+    fields = head.spec_fields(model, metadata, model_dir)
     if pair is not None and head.text_b == "pair":
         fields["pair"] = pair
     spec = ExportSpec(task=head.name, seq_length=int(seq_length),

@@ -58,10 +58,9 @@ class ServingHead:
         return model
 
     @classmethod
-    def spec_fields(cls, model: Any, metadata: dict[str, Any], labels: list[str] | None,
-                    model_dir: str) -> dict[str, Any]:
-        """ExportSpec fields of this head from a model directory's tfbert.json (`metadata`,
-        `labels` its label names or None); raises UserError where they contradict the model."""
+    def spec_fields(cls, model: Any, metadata: dict[str, Any], model_dir: str) -> dict[str, Any]:
+        """ExportSpec fields of this head from a model directory's tfbert.json (`metadata`);
+        raises UserError where they contradict the model."""
         return {k: metadata[k] for k in cls.metadata_keys if k in metadata}
 
     @classmethod

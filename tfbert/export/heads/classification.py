@@ -29,13 +29,12 @@ class ClassificationHead(ServingHead):
     metadata_keys = ("long_input", "doc_stride")
 
     @classmethod
-    def spec_fields(cls, model: Any, metadata: dict[str, Any], labels: list[str] | None,
-                    model_dir: str) -> dict[str, Any]:
-        labels = labels or [str(i) for i in range(model.num_classes)]
+    def spec_fields(cls, model: Any, metadata: dict[str, Any], model_dir: str) -> dict[str, Any]:
+        labels = metadata.get("labels") or [str(i) for i in range(model.num_classes)]
         if len(labels) != model.num_classes:
             raise UserError(f"{model_dir}: {len(labels)} labels in tfbert.json for a model "
                             f"with {model.num_classes} classes")
-        fields = {**super().spec_fields(model, metadata, labels, model_dir), "labels": labels,
+        fields = {**super().spec_fields(model, metadata, model_dir), "labels": labels,
                   "pair": bool(metadata.get("pair", False))}
         if getattr(model, "multi_label", False):  # its stored per-label thresholds
             thresholds = metadata.get("thresholds")

@@ -50,12 +50,12 @@ class NerHead(ServingHead):
     metadata_keys = ("long_input", "doc_stride", "token_separator", "label_alignment")
 
     @classmethod
-    def spec_fields(cls, model: Any, metadata: dict[str, Any], labels: list[str] | None,
-                    model_dir: str) -> dict[str, Any]:
+    def spec_fields(cls, model: Any, metadata: dict[str, Any], model_dir: str) -> dict[str, Any]:
+        labels = metadata.get("labels")
         if labels is None or len(labels) != model.num_classes:
             raise UserError(f"{model_dir}: {len(labels or [])} labels in tfbert.json for a "
                             f"model with {model.num_classes} classes")
-        return {**super().spec_fields(model, metadata, labels, model_dir), "labels": labels}
+        return {**super().spec_fields(model, metadata, model_dir), "labels": labels}
 
     @classmethod
     def check_spec(cls, spec: Any) -> None:
