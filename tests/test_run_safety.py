@@ -15,7 +15,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import traceback
 
 import pytest
 from model_test_utils import REPO
@@ -343,51 +342,56 @@ def test_cli_bad_sequence_length_is_one_line_and_exit_2(tmp_path):
 
 # --- fine-tuning outputs committed together -------------------------------------------------
 
+_COMMIT_CHILD = textwrap.dedent("""
+    import json, os, signal, sys
+    from tfbert.rundir import RunLock
+    from tfbert.training import outputs
+
+    out, kill_at = sys.argv[1], int(sys.argv[2])
+    steps = [0]
+
+    def counted(fn):
+        def step(*args, **kwargs):
+            steps[0] += 1
+            if steps[0] == kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return fn(*args, **kwargs)
+        return step
+
+    @counted
+    def put(path, text):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+
+    for name in ("_rename", "_remove", "write_json"):
+        setattr(outputs, name, counted(getattr(outputs, name)))
+    with RunLock(out), outputs.staged(out, "demo") as run:
+        put(run.path("results.json"), json.dumps({"run_id": run.run_id}))
+        put(os.path.join(run.path("model"), "tfbert.json"), json.dumps({"run_id": run.run_id}))
+        put(os.path.join(run.path("model"), "weights"), "new weights")
+        put(run.path("dev_predictions.json"), "new predictions")
+        put(os.path.join(run.path("logs"), "events"), "new events")
+        put(os.path.join(run.path("data"), "x"), "new data")
+    print("STEPS", steps[0])
+""")
+
+
 def _commit_in_a_child(out, kill_at: int) -> int:
-    """Forks a child that commits a new run's outputs into `out` and SIGKILLs itself at its
-    `kill_at`-th file operation (a kill -9: none of the commit's own cleanup runs; 0: never).
+    """Runs a child Python that commits a new run's outputs into `out` and SIGKILLs itself at
+    its `kill_at`-th file operation (a kill -9: none of the commit's own cleanup runs; 0: never).
 
-    Returns the child's exit code, the number of file operations it made, or minus the signal
-    that ended it. The child is forked from this process, which has the modules loaded, so a
-    kill point costs milliseconds rather than a fresh Python importing TensorFlow.
+    Returns the number of file operations the child made when it finished, or minus the signal
+    that ended it. A fresh process, not a fork of this one: forking a process whose TensorFlow
+    threads are running can leave the child waiting on a lock a thread held (it hung a worker
+    of the parallel suite).
     """
-    pid = os.fork()
-    if pid == 0:  # the child: it ends here, never back in pytest
-        code = 255
-        try:
-            steps = [0]
-
-            def counted(fn):
-                def step(*args, **kwargs):
-                    steps[0] += 1
-                    if steps[0] == kill_at:
-                        os.kill(os.getpid(), signal.SIGKILL)
-                    return fn(*args, **kwargs)
-                return step
-
-            @counted
-            def put(path, text):
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "w") as f:
-                    f.write(text)
-
-            for name in ("_rename", "_remove", "write_json"):
-                setattr(outputs, name, counted(getattr(outputs, name)))
-            with rundir.RunLock(str(out)), outputs.staged(str(out), "demo") as run:
-                put(run.path("results.json"), json.dumps({"run_id": run.run_id}))
-                put(os.path.join(run.path("model"), "tfbert.json"),
-                    json.dumps({"run_id": run.run_id}))
-                put(os.path.join(run.path("model"), "weights"), "new weights")
-                put(run.path("dev_predictions.json"), "new predictions")
-                put(os.path.join(run.path("logs"), "events"), "new events")
-                put(os.path.join(run.path("data"), "x"), "new data")
-            code = steps[0]
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    done = subprocess.run([sys.executable, "-c", _COMMIT_CHILD, str(out), str(kill_at)],
+                          cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120)
+    if done.returncode:
+        assert done.returncode < 0, done.stderr[-3000:]
+        return done.returncode
+    return int(done.stdout.split()[-1])
 
 
 def _old_run(out) -> str:
@@ -537,7 +541,7 @@ def test_finetuning_outputs_are_committed_with_ordinary_permissions(tmp_path, ti
 
 _FINETUNE_CHILD = textwrap.dedent("""
     import json, os, signal, sys
-    import tfbert
+    from tfbert.models import pretrained
     from tfbert.tasks import classifier
     from tfbert.training import finetune, outputs
 
@@ -554,8 +558,8 @@ _FINETUNE_CHILD = textwrap.dedent("""
             return value
         return wrapped
 
-    if point == "model":
-        tfbert.save_pretrained = after(tfbert.save_pretrained)
+    if point == "model":  # where training.outputs.save_model finds it
+        pretrained.save_pretrained = after(pretrained.save_pretrained)
     elif point == "predictions":
         classifier.write_predictions = after(classifier.write_predictions)
     elif point == "results":

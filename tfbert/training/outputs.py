@@ -44,7 +44,6 @@ from typing import Any
 
 from tfbert import ownership
 from tfbert.fileio import ordinary_permissions, write_json
-from tfbert.models.pretrained import save_pretrained
 from tfbert.ownership import command_line, now
 from tfbert.rundir import LOCK_FILE, remove_atomic_temp_files
 
@@ -242,6 +241,10 @@ def _apply(output_dir: str, journal: dict[str, Any]) -> None:
 def save_model(model: Any, directory: str, **kwargs: Any) -> None:
     """`tfbert.save_pretrained(model, directory, **kwargs)`, its files given ordinary
     permissions (safetensors writes model.safetensors 0600)."""
+    # Here, not at the top: the commit machinery (staging, recovery, the run lock) loads
+    # without Keras or TensorFlow, so a run folder is checked before the model loads.
+    from tfbert.models.pretrained import save_pretrained
+
     save_pretrained(model, directory, **kwargs)
     for root, _, files in os.walk(directory):
         for name in files:
