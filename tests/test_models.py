@@ -162,12 +162,22 @@ def test_pretrainer_last_layer_only_at_read_rows(policy):
     np.testing.assert_allclose(float(loss), float(ref_loss), rtol=tol)
     for var, g, r in zip(model.trainable_variables, grads, ref_grads, strict=True):
         g, r = tf.convert_to_tensor(g), tf.convert_to_tensor(r)
-        scale = float(tf.reduce_max(tf.abs(r))) + 1e-6
+        if policy == "float32":
+            error, scale = tf.reduce_max(tf.abs(g - r)), tf.reduce_max(tf.abs(r))
+        else:
+            # bfloat16 keeps 8 significant bits and the two graphs round different shapes (a
+            # matmul over all rows against one over the read rows; a bfloat16 kernel's tiling
+            # differs between processors), so a single element of a sum that nearly cancels
+            # can be off by several percent: the whole gradient is compared, by its norm, within
+            # about six bfloat16 steps (2**-7 each) relative.
+            error, scale = tf.norm(g - r), tf.norm(r)
+        scale = float(scale) + 1e-6
         if var.path.endswith("attention/key/bias"):
             # Zero in exact arithmetic (the softmax ignores a per-query shift of the scores):
             # both sides are rounding noise, so only their size is checked.
             scale = max(scale, 1e-4)
-        assert float(tf.reduce_max(tf.abs(g - r))) <= tol * scale, var.path
+        grad_tol = tol if policy == "float32" else 5e-2
+        assert float(error) <= grad_tol * scale, (var.path, float(error), scale)
     block = model.encoder.transformer_layers[-1]
     with pytest.raises(ValueError, match="query_positions needs a \\[B, 1, T\\] key-padding"):
         block(tf.zeros((2, 8, 32)), attention_mask=tf.ones((2, 8, 8), "bool"),
