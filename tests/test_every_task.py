@@ -45,19 +45,23 @@ def _build(task: registry.Task, config: tfbert.BertConfig) -> keras.Model:
 
 def _fit_targets(model: keras.Model, features: dict) -> tuple[object, dict]:
     """(y, compile arguments) for one fit step. A model that computes its own loss from the
-    features (the pretrainer) takes none; a task model trains with its `default_loss()`, sparse
-    cross-entropy over the last axis of each output, so its targets are integers of each
-    output's shape less that axis; a bare encoder gets random targets under MSE."""
+    features (the pretrainer) takes none; a task model trains with its `default_loss()`: under
+    sparse cross-entropy (over the last axis of an output) its targets are integers of the
+    output's shape less that axis, under any other loss (a regressor's squared error) floats
+    of the output's shape; a bare encoder gets random targets under MSE."""
     if type(model).compute_loss is not keras.Model.compute_loss:
         return None, {}
     outputs = model(features, training=False)
     rng = np.random.default_rng(1)
+
+    def target(output, loss):
+        if isinstance(loss, keras.losses.SparseCategoricalCrossentropy):
+            return rng.integers(0, output.shape[-1], size=output.shape[:-1]).astype("int32")
+        return rng.normal(size=output.shape).astype("float32")
+
     if hasattr(model, "default_loss"):
-        return tf.nest.map_structure(
-            lambda t: rng.integers(0, t.shape[-1], size=t.shape[:-1]).astype("int32"),
-            outputs), {}
-    return tf.nest.map_structure(
-        lambda t: rng.normal(size=t.shape).astype("float32"), outputs), {"loss": "mse"}
+        return tf.nest.map_structure(target, outputs, model.default_loss()), {}
+    return tf.nest.map_structure(lambda t: target(t, None), outputs), {"loss": "mse"}
 
 
 def _metadata(task: registry.Task) -> dict:

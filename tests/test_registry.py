@@ -21,7 +21,8 @@ def test_builtin_tasks_name_their_model_class_and_export_head():
                    "pretraining": (tfbert.BertPretrainer, "encoder"),
                    "classification": (tfbert.BertClassifier, "classification"),
                    "ner": (tfbert.BertTokenClassifier, "ner"),
-                   "qa": (tfbert.BertSpanLabeler, "qa")}
+                   "qa": (tfbert.BertSpanLabeler, "qa"),
+                   "regression": (tfbert.BertRegressor, "regression")}
     assert registry.find("BertSpanLabeler") is registry.get("qa")
     assert registry.find("NoSuchModel") is None
     with pytest.raises(KeyError, match="no task 'sst2'"):
@@ -51,12 +52,12 @@ def test_every_task_names_a_serving_head():
     an unknown head is refused with the ones there are."""
     from tfbert.export import heads
 
-    assert heads.names() == ("classification", "encoder", "ner", "qa")
+    assert heads.names() == ("classification", "encoder", "ner", "qa", "regression")
     for task in registry.tasks():
         head = heads.get(task.export)
         assert issubclass(head, heads.ServingHead) and head.name == task.export
-    with pytest.raises(UserError, match=r"task 'regression' is not one of \('classification'"):
-        heads.get("regression")
+    with pytest.raises(UserError, match=r"task 'scores' is not one of \('classification'"):
+        heads.get("scores")
 
 
 def test_checkpoints_import_no_models():

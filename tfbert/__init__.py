@@ -33,5 +33,18 @@ _SUBMODULES = ("checkpoints", "config", "data", "errors", "evaluation", "export"
 
 __all__ = sorted(_LAZY)
 
+
+def _task_model_class(name: str) -> type | None:
+    """The model class of a task declared in tfbert/tasks/ (`tfbert.BertRegressor`), so a new
+    task's model is a top-level name without a line here; the registry loads on first use."""
+    if not name.startswith("Bert"):
+        return None
+    from tfbert.tasks import registry  # the task modules load TensorFlow: only when asked
+
+    task = registry.find(name)
+    return task.model_class if task else None
+
+
 __getattr__, __dir__ = lazy_names(
-    __name__, globals(), {**_LAZY, **{name: f"tfbert.{name}" for name in _SUBMODULES}})
+    __name__, globals(), {**_LAZY, **{name: f"tfbert.{name}" for name in _SUBMODULES}},
+    fallback=_task_model_class)

