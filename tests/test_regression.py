@@ -13,12 +13,14 @@ import sys
 import numpy as np
 import pytest
 import scipy.stats
+import tensorflow as tf
 from model_test_utils import make_features, tiny_config, tiny_config_file
 
 import tfbert
 from tfbert.errors import UserError
 from tfbert.tasks import registry
 from tfbert.tasks.regression import RegressionConfig, read_stsb, regression_metrics, run_regression
+from tfbert.text.preprocessor import BertPreprocessor
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
@@ -118,6 +120,20 @@ def test_run_classifier_sts_b_end_to_end(tmp_path, chinese_vocab_file):
         init_checkpoint=str(out / "model"), do_train=False, do_predict=False,
         max_seq_length=8, distribution_strategy="one_device"))
     assert again["dev"]["pearson"] == pytest.approx(dev["pearson"], abs=1e-6)
+
+    # The SavedModel takes the two texts and returns the score the Keras model gives.
+    from tfbert.export import export_model
+
+    export_dir = str(tmp_path / "saved_models" / "stsb" / "1")
+    export_model(str(out / "model"), export_dir, tflite=(), check=False)
+    serving = tf.saved_model.load(export_dir).signatures["serving_default"]
+    texts, texts_b = [r[1] for r in rows[1:]], [r[2] for r in rows[1:]]
+    served = serving(text=tf.constant(texts), text_b=tf.constant(texts_b))
+    assert set(served) == {"score"} and served["score"].shape == (8,)
+    model = tfbert.checkpoints.load_model(str(out / "model"))
+    packed = BertPreprocessor(chinese_vocab_file, 8)((tf.constant(texts), tf.constant(texts_b)))
+    np.testing.assert_allclose(served["score"].numpy(), model(packed).numpy(), atol=1e-5)
+    np.testing.assert_allclose(served["score"].numpy(), scores, atol=1e-5)
 
 
 def test_flags_of_another_task_are_refused(tmp_path):
