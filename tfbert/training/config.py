@@ -120,6 +120,11 @@ class RunConfig:
         """Examples per Keras batch: train_batch_size / gradient_accumulation_steps."""
         return self.train_batch_size // self.gradient_accumulation_steps
 
+    def lower_case(self, model_lower_case: bool | None) -> bool | None:
+        """The casing text is tokenized with: do_lower_case where given (google-research/bert's
+        flag name), else the model's own `model_lower_case`."""
+        return model_lower_case if self.do_lower_case is None else self.do_lower_case
+
     @property
     def model_source(self) -> str:
         """Where the model comes from, for messages."""

@@ -420,8 +420,7 @@ def build_model(cls: type, config: TaskConfig, **head_kwargs: Any) -> tuple[Any,
         logger.info("random initialisation (%s)", config.model_source)
     model_source.check_vocab_size(vocab_size, vocab_file, model.encoder.config,
                                   config.model_source)
-    lower_case = (model.encoder.config.lower_case if config.do_lower_case is None
-                  else config.do_lower_case)
+    lower_case = config.lower_case(model.encoder.config.lower_case)
     return model, vocab_file, lower_case
 
 

@@ -276,9 +276,8 @@ def load_finetuned(config: Any, task: str, labelled: bool = True,
     check_model_vocab(config, vocab_file)
     with build_scope(config):
         model = checkpoints.load_model(path)
-    lower_case = config.do_lower_case
-    if lower_case is None:
-        lower_case = bool(metadata.get("lower_case", model.encoder.config.lower_case))
+    lower_case = config.lower_case(bool(metadata.get("lower_case",
+                                                     model.encoder.config.lower_case)))
     return Finetuned(model, list(metadata.get("labels", [])), vocab_file, lower_case, metadata)
 
 
@@ -316,8 +315,7 @@ def _load_head(config: Any, task: str, labelled: bool,
     logger.info("%s: %s head of %s (labels %s)", path, metadata["model_class"],
                 checkpoint.format, names or "none")
     step = google_step(checkpoint.source) if checkpoint.format == "google" else 0
-    lower_case = (model.encoder.config.lower_case if config.do_lower_case is None
-                  else config.do_lower_case)
+    lower_case = config.lower_case(model.encoder.config.lower_case)
     return Finetuned(model, names, vocab_file, lower_case, metadata, step)
 
 

@@ -195,8 +195,7 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
     train_paths = records.expand_file_pattern(train_files)
     latest = tf.train.latest_checkpoint(checkpoint_dir)
     known = bert_config or checkpoint_config(config.init_checkpoint)
-    lower_case = (config.do_lower_case if config.do_lower_case is not None
-                  else known.lower_case if known else None)
+    lower_case = config.lower_case(known.lower_case if known else None)
     first_paths = records.expand_file_pattern(first_files[0]) if first else None
     check_resume(output_dir, config,  # early: before the shards are read
                  run_settings(config, train_paths, vocab_file, lower_case, known, first_paths),
@@ -226,7 +225,7 @@ def _pretrain(config: PretrainConfig, strategy: tf.distribute.Strategy, chief: b
                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     if positions is None:
         check_seq_length(config.max_seq_length, bert_config.max_position_embeddings, source)
-    lower_case = bert_config.lower_case if config.do_lower_case is None else config.do_lower_case
+    lower_case = config.lower_case(bert_config.lower_case)
     settings = {**run_settings(config, train_paths, vocab_file, lower_case, bert_config,
                                first_paths), "lr_schedule": lr_schedule}
     allowed = check_resume(output_dir, config, settings, latest)
@@ -326,7 +325,7 @@ def _input_files(config: PretrainConfig) -> tuple[str, str | None, str | None, b
     if config.input_file is not None:
         return config.input_file, config.eval_input_file, None, None
     data = default_data(config.cache_dir, config.max_seq_length,
-                        lower_case=True if config.do_lower_case is None else config.do_lower_case,
+                        lower_case=config.lower_case(True),
                         whole_word_mask=config.whole_word_mask,
                         num_shards=config.default_num_shards)
     return data.train_files, config.eval_input_file or data.eval_files, data.vocab_file, \
