@@ -53,7 +53,7 @@ column 0 = start, 1 = end).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import keras
 from keras import ops
@@ -61,6 +61,7 @@ from keras import ops
 from tfbert.config import BertConfig
 from tfbert.layers.embeddings import BertEmbeddings
 from tfbert.layers.transformer import BertTransformerLayer
+from tfbert.models import pretrained
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -121,6 +122,10 @@ class BertEncoder(FeatureDictModel):
     >>> tuple(out["sequence_output"].shape), len(out["encoder_outputs"])
     ((2, 8, 32), 2)
     """
+
+    # How checkpoints hold it and how `tfbert.models.catalog` and the loaders tell it apart:
+    # "encoder" here, "task" for the task models, "pretrainer" for BertPretrainer.
+    model_kind: ClassVar[str] = "encoder"
 
     def __init__(self, config: BertConfig | dict, output_attention_probs: bool = False,
                  dtype: Any = None, **kwargs: Any) -> None:
@@ -222,6 +227,4 @@ class BertEncoder(FeatureDictModel):
             path: str. Checkpoint directory; see `tfbert.from_pretrained`.
             **kwargs: passed to `tfbert.from_pretrained` (config, strict).
         """
-        from tfbert.models import pretrained  # a cycle: the loader builds BertEncoders
-
         return pretrained.model_from_pretrained(cls, path, **kwargs)

@@ -6,7 +6,8 @@
     model = tfbert.checkpoints.load_model("out")                     # the same BertClassifier
 
 The formats are read and written by `tfbert.checkpoints`; `tfbert.models.weights` maps them
-onto the models' variables.
+onto the models' variables. Model classes are found by name in `tfbert.models.catalog` (this
+module imports no model module), so the models' `from_pretrained` can import this one.
 """
 
 from __future__ import annotations
@@ -20,9 +21,7 @@ import numpy as np
 
 from tfbert.checkpoints import Checkpoint, google, native, read_checkpoint, write_checkpoint
 from tfbert.config import BertConfig
-from tfbert.models import weights
-from tfbert.models.encoder import BertEncoder
-from tfbert.models.pretrainer import BertPretrainer
+from tfbert.models import catalog, weights
 
 __all__ = ["from_pretrained", "load_model", "model_from_pretrained", "save_pretrained"]
 
@@ -57,20 +56,15 @@ def from_pretrained(source: Any, config: BertConfig | None = None, strict: bool 
     >>> encoder = tfbert.from_pretrained("uncased_L-12_H-768_A-12")  # doctest: +SKIP
     """
     checkpoint = _read(source, config)
-    return model_from_pretrained(task_class(checkpoint) or BertEncoder, checkpoint,
+    return model_from_pretrained(task_class(checkpoint) or weights.encoder_class(), checkpoint,
                                  strict=strict)
 
 
 def task_class(checkpoint: Checkpoint) -> type | None:
     """The tfbert task model class of a fine-tuned HF or Google checkpoint's head, else None."""
-    # Upward (tasks sit above models) and ignored in the layers contract: the registry holds
-    # the task model classes by name; they move under the task objects with their loader.
-    from tfbert.tasks import registry
-
     if checkpoint.format not in ("hf", "google") or not checkpoint.metadata:
         return None
-    task = registry.find(checkpoint.metadata.get("model_class", ""))
-    return task.model_class if task else None
+    return catalog.model_classes().get(checkpoint.metadata.get("model_class", ""))
 
 
 def _read(source: Any, config: BertConfig | None) -> Checkpoint:
@@ -170,7 +164,7 @@ def activation_change(model: Any, hidden_act: str) -> float:
     checkpoint.metadata = weights.describe(model)
     checkpoint.config = dataclasses.replace(checkpoint.config, hidden_act=hidden_act)
     other = weights.rebuild(checkpoint)
-    inputs = probe_batch(checkpoint.config, with_positions=isinstance(model, BertPretrainer))
+    inputs = probe_batch(checkpoint.config, with_positions=weights.is_pretrainer(model))
     a = keras.tree.flatten(model(inputs, training=False))
     b = keras.tree.flatten(other(inputs, training=False))
     return max(float(np.max(np.abs(keras.ops.convert_to_numpy(x).astype(np.float32)

@@ -5,7 +5,7 @@ Shape legend: B = batch, T = sequence length, P = max_predictions_per_seq, H = h
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import keras
 from keras import ops
@@ -42,6 +42,9 @@ class BertPretrainer(BertTask):
     >>> model.compile(optimizer="adam")
     >>> # model.fit(ds) with ds yielding the pretraining feature dict (tfbert.data).
     """
+
+    # Checkpoints hold its MLM and NSP heads under their canonical `cls.*` names.
+    model_kind: ClassVar[str] = "pretrainer"
 
     def __init__(self, encoder: BertEncoder, **kwargs: Any) -> None:
         encoder = self._check_encoder(encoder, "BertPretrainer")

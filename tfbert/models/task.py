@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import keras
 
+from tfbert.models import pretrained
 from tfbert.models.encoder import BertEncoder, FeatureDictModel
 
 
@@ -18,6 +19,9 @@ class BertTask(FeatureDictModel):
     """
 
     encoder: BertEncoder
+    # Checkpoints hold the encoder's weights and the head's under `head.*` names. BertTask itself
+    # is not registered with Keras, so `tfbert.models.catalog` lists its subclasses only.
+    model_kind: ClassVar[str] = "task"
 
     @staticmethod
     def _check_encoder(encoder: Any, task: str) -> BertEncoder:
@@ -48,8 +52,6 @@ class BertTask(FeatureDictModel):
             path: str. A checkpoint directory (see `tfbert.from_pretrained`).
             **kwargs: head arguments (e.g. num_classes) and loader options.
         """
-        from tfbert.models import pretrained  # a cycle: the loader builds the task models
-
         return pretrained.model_from_pretrained(cls, path, **kwargs)
 
     def compile_from_config(self, config: dict[str, Any]) -> None:

@@ -10,6 +10,9 @@ variable path with dots>`, e.g. `head.logits.kernel`, in Keras layout; `tfbert.c
 maps Google's and Hugging Face's fine-tuned heads to and from these names.
 
 `tfbert.models.pretrained` (from_pretrained, save_pretrained, load_model) is built on these.
+This module imports no model module: it tells the models apart by their `model_kind` ("encoder",
+"pretrainer", "task") and finds a class by name in `tfbert.models.catalog`, so the models'
+`from_pretrained` can import the loaders.
 """
 
 from __future__ import annotations
@@ -22,14 +25,11 @@ import numpy as np
 
 from tfbert.checkpoints import names
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError, format_names
-from tfbert.models.encoder import BertEncoder
-from tfbert.models.pretrainer import BertPretrainer
-
-# Upward, and ignored in the layers contract (pyproject.toml): a tfbert directory names its model
-# class, which the task registry holds; the classes move under the task objects with this loader.
-from tfbert.tasks import registry
+from tfbert.models import catalog
 
 logger = logging.getLogger(__name__)
+
+ENCODER = "BertEncoder"  # the encoder's class name: tfbert.json's "model_class" of bare weights
 
 
 # --- variable maps --------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def model_variables(model: Any) -> dict[str, Any]:
     if _is_encoder(model):
         return encoder_variables(model)
     out = encoder_variables(_encoder_of(model))
-    if _is_pretrainer(model):
+    if is_pretrainer(model):
         out.update(pretraining_variables(model))
     out.update(head_variables(model, out))
     return out
@@ -174,9 +174,9 @@ def build_and_load(cls: type, checkpoint: Checkpoint, strict: bool = True,
 
     See `tfbert.models.pretrained.model_from_pretrained` for what loads when.
     """
-    encoder = BertEncoder(checkpoint.config)
+    encoder = encoder_class()(checkpoint.config)
     _load_present(encoder_variables(encoder), checkpoint, "the encoder")
-    if isinstance(cls, type) and issubclass(cls, BertEncoder):
+    if _kind(cls) == "encoder":
         if kwargs:
             raise TypeError(f"BertEncoder.from_pretrained got unexpected arguments "
                             f"{sorted(kwargs)}")
@@ -189,7 +189,7 @@ def build_and_load(cls: type, checkpoint: Checkpoint, strict: bool = True,
     head_config = dict(metadata.get("model_config", {})) if same_class else {}
     head_config.pop("name", None)
     model = cls(encoder, **{**head_config, **kwargs})
-    if _is_pretrainer(model):
+    if is_pretrainer(model):
         heads = pretraining_variables(model)
         for entries, what in ((names.mlm_entries(), "masked-LM"),
                               (names.nsp_entries(), "next-sentence")):
@@ -200,7 +200,7 @@ def build_and_load(cls: type, checkpoint: Checkpoint, strict: bool = True,
                 logger.warning("%s has no %s head; BertPretrainer's %s head starts from random "
                                "initial values", checkpoint.source, what, what)
     taken = model_variables(encoder)
-    if _is_pretrainer(model):
+    if is_pretrainer(model):
         taken.update(pretraining_variables(model))
     head = head_variables(model, taken)
     saved = {k: v for k, v in checkpoint.weights.items() if k.startswith(names.HEAD_PREFIX)}
@@ -220,17 +220,16 @@ def rebuild(checkpoint: Checkpoint, dtype: Any = None) -> Any:
     for a half-precision serving export); the weights are cast on assignment."""
     metadata = checkpoint.metadata or {}
     class_name = metadata.get("model_class")
-    task = registry.find(class_name)
-    cls = task.model_class if task else keras.saving.get_registered_object(class_name)
+    cls = catalog.find(class_name)
     if cls is None:
-        builtin = tuple(t.model_class.__name__ for t in registry.tasks())
+        builtin = tuple(catalog.model_classes())
         raise CheckpointError(f"{checkpoint.source}: model_class {class_name!r} is neither "
                               f"one of {builtin} nor a registered Keras class")
     encoder_config = {**metadata.get("encoder_config", {}), "config": checkpoint.config.to_dict()}
     if dtype is not None:
         encoder_config["dtype"] = dtype
-    encoder = BertEncoder.from_config(encoder_config)
-    if issubclass(cls, BertEncoder):
+    encoder = encoder_class().from_config(encoder_config)
+    if _kind(cls) == "encoder":
         model = encoder
     else:
         model = cls.from_config({**metadata["model_config"], "encoder": encoder})
@@ -263,7 +262,7 @@ def to_checkpoint(model: Any, vocab_file: str | None = None) -> Checkpoint:
 
 def describe_encoder() -> dict[str, Any]:
     """tfbert.json's model entries for bare encoder weights (a Checkpoint, no Keras model)."""
-    return {"model_class": BertEncoder.__name__, "model_config": {}}
+    return {"model_class": ENCODER, "model_config": {}}
 
 
 def describe(model: Any) -> dict[str, Any]:
@@ -275,16 +274,29 @@ def describe(model: Any) -> dict[str, Any]:
                 "encoder_config": encoder_config}
     model_config = {k: v for k, v in model.get_config().items() if k != "encoder"}
     cls = type(model)
-    name = cls.__name__ if registry.find(cls.__name__) else keras.saving.get_registered_name(cls)
+    name = (cls.__name__ if cls.__name__ in catalog.model_classes()
+            else keras.saving.get_registered_name(cls))
     return {"model_class": name, "model_config": model_config, "encoder_config": encoder_config}
 
 
+def encoder_class() -> type:
+    """BertEncoder, the class every model's encoder is built from."""
+    return catalog.model_classes()[ENCODER]
+
+
+def is_pretrainer(model: Any) -> bool:
+    """Whether `model` is a BertPretrainer (has the masked-LM and next-sentence heads)."""
+    return _kind(model) == "pretrainer"
+
+
+def _kind(model_or_class: Any) -> str | None:
+    """The `model_kind` of a tfbert model or model class; None for anything else."""
+    kind = getattr(model_or_class, "model_kind", None)
+    return kind if isinstance(kind, str) else None
+
+
 def _is_encoder(model: Any) -> bool:
-    return isinstance(model, BertEncoder)
-
-
-def _is_pretrainer(model: Any) -> bool:
-    return isinstance(model, BertPretrainer)
+    return _kind(model) == "encoder"
 
 
 def _encoder_of(model: Any) -> Any:
