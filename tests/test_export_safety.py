@@ -456,7 +456,8 @@ def test_a_second_export_to_a_model_folder_in_use(model_dir, reference_export, t
             assert err.startswith(
                 f"python -m tfbert.export: error: {base} is in use by another export (pid "
                 f"{holder.pid} on host "), args
-            assert err.endswith(f": python -m tfbert.export --export_dir={base} --overwrite); "
+            python = os.path.basename(sys.executable)  # the holder's interpreter, as recorded
+            assert err.endswith(f": {python} -m tfbert.export --export_dir={base} --overwrite); "
                                 "wait for it to end and run this export again. Nothing was "
                                 "written\n"), args
             assert "pass --overwrite" not in err
