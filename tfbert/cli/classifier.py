@@ -53,12 +53,7 @@ from tfbert.data.classification import BUILTIN_TASKS
 from tfbert.data.windows import LONG_INPUT
 from tfbert.fileio import json_text
 from tfbert.tasks import registry
-from tfbert.tasks.classifier import (
-    BEST_METRICS,
-    MULTI_LABEL_BEST_METRICS,
-    ClassifierConfig,
-    run_classifier,
-)
+from tfbert.tasks.classifier import BEST_METRICS, MULTI_LABEL_BEST_METRICS, TASK, ClassifierConfig
 
 _D = ClassifierConfig(output_dir="unused", task_name="sentiment")  # defaults of its own flags
 # Tasks of their own that this command runs by --task_name (sts-b: tfbert/tasks/regression.py).
@@ -134,19 +129,15 @@ def main(argv: list[str]) -> None:
                  if not FLAGS[name].present}
     else:  # tfbert's own files: a step without its file runs only when asked for
         steps = {} if FLAGS.task_name and not files else common_flags.steps_for_files()
-    other = _OTHER_TASKS.get((task_name or "").lower())
-    if other is None:
-        config = common_flags.config_from_flags(ClassifierConfig, task_name=task_name,
-                                                tfds_splits=tuple(FLAGS.tfds_splits),
-                                                **steps, **common_flags.google_tpu_overrides())
-        results = common_flags.run_task(run_classifier, config, "classification",
-                                        config.best_metric)
+    task = _OTHER_TASKS.get((task_name or "").lower(), TASK)
+    overrides = {**steps, **common_flags.google_tpu_overrides()}
+    if task is TASK:
+        overrides["tfds_splits"] = tuple(FLAGS.tfds_splits)
     else:
-        common_flags.refuse_flags_outside(ClassifierConfig, other.config_class,
+        common_flags.refuse_flags_outside(ClassifierConfig, task.config_class,
                                           f"--task_name={task_name}")
-        config = common_flags.config_from_flags(other.config_class, task_name=task_name,
-                                                **steps, **common_flags.google_tpu_overrides())
-        results = common_flags.run_task(other.run, config, other.name, config.best_metric)
+    config = common_flags.config_from_flags(task.config_class, task_name=task_name, **overrides)
+    results = common_flags.run_task(task.run, config, task.name, config.best_metric)
     print(json_text({k: results[k] for k in ("dev", "dev_mismatched", "test") if k in results},
                      indent=2, ensure_ascii=False))
 

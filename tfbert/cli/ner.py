@@ -27,7 +27,7 @@ from absl import app, flags
 from tfbert.cli import common_flags
 from tfbert.data.windows import LONG_INPUT
 from tfbert.fileio import json_text
-from tfbert.tasks.ner import BUILTIN_TASKS, NerConfig, run_ner
+from tfbert.tasks.ner import BUILTIN_TASKS, TASK, NerConfig
 
 _D = NerConfig(output_dir="unused", task_name="people_daily")  # defaults of its own flags
 
@@ -61,9 +61,9 @@ def main(argv: list[str]) -> None:
     files = FLAGS.train_file or FLAGS.dev_file or FLAGS.test_file
     task_name = FLAGS.task_name or (None if files else "people_daily")
     steps = {} if FLAGS.task_name else common_flags.steps_for_files()
-    config = common_flags.config_from_flags(NerConfig, task_name=task_name, **steps,
+    config = common_flags.config_from_flags(TASK.config_class, task_name=task_name, **steps,
                                             **common_flags.google_tpu_overrides())
-    results = common_flags.run_task(run_ner, config, "ner", "f1")
+    results = common_flags.run_task(TASK.run, config, TASK.name, "f1")
     print(json_text({k: {m: results[k][m] for m in ("precision", "recall", "f1")}
                       for k in ("dev", "test") if k in results}, indent=2))
 

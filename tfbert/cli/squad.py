@@ -43,7 +43,7 @@ from absl import app, flags
 
 from tfbert.cli import common_flags
 from tfbert.fileio import json_text
-from tfbert.tasks.squad import SquadConfig, run_squad
+from tfbert.tasks.squad import TASK, SquadConfig
 
 _D = SquadConfig(output_dir="unused")  # defaults of its own flags
 
@@ -109,8 +109,8 @@ def google_overrides() -> dict:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-    config = common_flags.config_from_flags(SquadConfig, **google_overrides())
-    results = common_flags.run_task(run_squad, config, "qa", "f1")
+    config = common_flags.config_from_flags(TASK.config_class, **google_overrides())
+    results = common_flags.run_task(TASK.run, config, TASK.name, "f1")
     print(json_text({k: results[k] for k in ("dev", "test") if k in results}, indent=2,
                      ensure_ascii=False))
 
