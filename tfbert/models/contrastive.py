@@ -28,7 +28,7 @@ against 1).
 Example:
 >>> import numpy as np
 >>> a, p = np.eye(3, dtype="float32"), np.eye(3, dtype="float32")
->>> round(float(mnrl_loss(a, p, scale=20.0)), 6)  # every anchor picks its own positive
+>>> round(float(np.mean(mnrl_loss(a, p, scale=20.0))), 6)  # each anchor picks its positive
 0.0
 """
 
