@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from tfbert import textfiles
 
 # A headline has no sentence-final punctuation; it starts a new article (document).
-_SENTENCE_END = tuple("。！？!?…”」』；;：:")
+SENTENCE_END = tuple("。！？!?…”」』；;：:")
 _SENTENCE_SPLIT = re.compile(r"(?<=[。！？!?；;])(?![”」』）)])")
 
 
@@ -73,7 +73,7 @@ def people_daily_documents() -> list[list[str]]:
     current: list[str] = []
     previous_was_headline = False
     for line in people_daily_lines():
-        headline = not line.endswith(_SENTENCE_END)
+        headline = not line.endswith(SENTENCE_END)
         if headline and not previous_was_headline and current:
             documents.append(current)
             current = []
