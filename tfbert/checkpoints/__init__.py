@@ -8,6 +8,9 @@ way. This package knows formats only: tfbert's Keras models sit above it
     checkpoint = tfbert.checkpoints.read_checkpoint("path/to/hf_or_google_dir")
     tfbert.checkpoints.write_checkpoint(checkpoint, "out", format="hf")
 
+Written only: "sentence-transformers" (the "hf" BERT plus modules.json and the modules'
+folders, `sentence_transformers.py`), which is read back as "hf".
+
 The model-level calls (`from_pretrained`, `model_from_pretrained`, `save_pretrained`,
 `load_model`) are defined in `tfbert.models.pretrained` and reachable here by name, loaded on
 first use:
@@ -18,17 +21,20 @@ Formats, told apart by their files:
   tfbert     tfbert.json + config.json + model.safetensors (+ vocab.txt), from save_pretrained
   keras-hub  config.json with "registered_name" (a preset from `save_to_preset`), or a
              keras_hub.models.BertBackbone instance
-  hf         config.json + model.safetensors | model.safetensors.index.json | pytorch_model.bin
+  hf         config.json + model.safetensors | model.safetensors.index.json | pytorch_model.bin;
+             also a sentence-transformers directory (modules.json: its BERT, read with its
+             pooling, projection and normalisation as a BertSentenceEncoder head)
   google     bert_config.json + bert_model.ckpt.{index,data-*} (or a checkpoint prefix)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
 from tfbert._lazy import lazy_names
-from tfbert.checkpoints import google, heads, hf, keras_hub, names, native
+from tfbert.checkpoints import google, heads, hf, keras_hub, names, native, sentence_transformers
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError
 from tfbert.config import BertConfig
 
@@ -42,6 +48,7 @@ __all__ = ["Checkpoint", "CheckpointError", "detect_format", "read_checkpoint", 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _MODEL_CALLS)
 
 FORMATS = ("tfbert", "hf", "google", "keras_hub")
+WRITABLE_FORMATS = ("tfbert", "hf", "google", "sentence-transformers")
 
 
 def detect_format(source: Any) -> str:
@@ -68,7 +75,8 @@ def detect_format(source: Any) -> str:
         return "tfbert"
     if keras_hub.is_keras_hub_preset(path):
         return "keras_hub"
-    if os.path.isfile(os.path.join(path, hf.CONFIG_FILE)):
+    if (os.path.isfile(os.path.join(path, hf.CONFIG_FILE))
+            or sentence_transformers.is_st_dir(path)):
         return "hf"
     if google.is_google_dir(path):
         return "google"
@@ -114,13 +122,18 @@ def write_checkpoint(checkpoint: Checkpoint, directory: str, format: str = "tfbe
         directory: str. Created if missing.
         format: str. "tfbert" (config.json, model.safetensors, vocab.txt, tfbert.json;
             transformers' BertModel reads it too), "hf" (transformers' layout; a task head
-            as its `BertFor...` class, `heads.py`) or "google" (bert_config.json +
-            bert_model.ckpt.*; a task head under run_classifier's / run_squad's names).
+            as its `BertFor...` class, `heads.py`), "google" (bert_config.json +
+            bert_model.ckpt.*; a task head under run_classifier's / run_squad's names) or
+            "sentence-transformers" (a BertSentenceEncoder: the "hf" BERT plus modules.json
+            and its modules, which sentence_transformers.SentenceTransformer loads).
         model_info: dict or None. tfbert.json's model entries (`native.write_native`): the
             class whose head the `head.*` weights are; needed for format "tfbert" and for a
             task head in the other formats.
         metadata: dict or None. JSON-serialisable caller data for tfbert.json. Format "hf"
-            takes only "labels" (written as id2label / label2id); "google" takes none.
+            takes only "labels" (written as id2label / label2id); "google" takes none;
+            "sentence-transformers" takes "max_seq_length" (sentence_bert_config.json; else
+            the checkpoint's own metadata's) and "lower_case" (the tokenizer's casing, else
+            the config's).
         approximate_activation: bool. Format "google": write exact GELU as Google's tanh form
             (else that is a CheckpointError, `google.check_expressible`).
         approximation: dict or None. Format "google": the measured change, recorded in
@@ -129,9 +142,10 @@ def write_checkpoint(checkpoint: Checkpoint, directory: str, format: str = "tfbe
     Raises:
         CheckpointError: a config or head the format cannot hold, before anything is written.
     """
-    if format not in ("tfbert", "hf", "google"):
-        raise ValueError(f"format must be 'tfbert', 'hf' or 'google', got {format!r}")
-    allowed = {"hf": {"labels"}, "google": set()}.get(format)
+    if format not in WRITABLE_FORMATS:
+        raise ValueError(f"format must be one of {WRITABLE_FORMATS}, got {format!r}")
+    allowed = {"hf": {"labels"}, "google": set(),
+               "sentence-transformers": {"max_seq_length", "lower_case"}}.get(format)
     if metadata and allowed is not None and set(metadata) - allowed:
         raise ValueError(f"metadata is written to tfbert.json, which format={format!r} has not "
                          f"(it holds {sorted(allowed) or 'no metadata'}); got "
@@ -151,10 +165,34 @@ def write_checkpoint(checkpoint: Checkpoint, directory: str, format: str = "tfbe
         hf.write_hf(Checkpoint(config=checkpoint.config, weights={**plain, **head_state},
                                source=checkpoint.source, format="hf",
                                vocab_file=checkpoint.vocab_file), directory, entries)
+    elif format == "sentence-transformers":
+        _write_sentence_transformers(checkpoint, directory, model_info, metadata or {})
     elif model_info is None:
         raise ValueError("format 'tfbert' records the model class: pass model_info")
     else:
         native.write_native(checkpoint, directory, model_info, metadata)
+
+
+def _write_sentence_transformers(checkpoint: Checkpoint, directory: str,
+                                 model_info: dict[str, Any] | None,
+                                 metadata: dict[str, Any]) -> None:
+    """The BERT as format "hf" writes a bare encoder, then the sentence-transformers modules."""
+    head = {k: v for k, v in checkpoint.weights.items() if k.startswith(names.HEAD_PREFIX)}
+    sentence_transformers.check_writable(model_info, head, checkpoint.source)  # before writing
+    if not checkpoint.vocab_file:
+        raise CheckpointError(f"{checkpoint.source}: format 'sentence-transformers' needs the "
+                              "vocab (sentence-transformers loads its tokenizer from the "
+                              "directory); pass vocab_file")
+    saved = checkpoint.metadata or {}
+    max_seq_length = metadata.get("max_seq_length", saved.get("max_seq_length"))
+    config = checkpoint.config
+    if "lower_case" in metadata:
+        config = dataclasses.replace(config, lower_case=bool(metadata["lower_case"]))
+    plain = {k: v for k, v in checkpoint.weights.items() if k not in head}
+    hf.write_hf(Checkpoint(config=config, weights=plain, source=checkpoint.source, format="hf",
+                           vocab_file=checkpoint.vocab_file), directory)
+    sentence_transformers.write_modules(directory, model_info, head, config.hidden_size,
+                                        max_seq_length, checkpoint.source)
 
 
 def read_metadata(path: str) -> dict[str, Any]:
@@ -164,7 +202,9 @@ def read_metadata(path: str) -> dict[str, Any]:
 
 
 def stated_lower_case(path: str) -> tuple[bool, str] | None:
-    """The casing a checkpoint states, and where, read without its weights: tfbert.json's
+    """The casing a checkpoint states, and where, read without its weights: a
+    sentence-transformers directory's (its tokenizer's casing, or its sentence_bert_config.json's
+    do_lower_case: `sentence_transformers.Modules.lower_case`), tfbert.json's
     lower_case (the casing a fine-tuning run tokenized with), else do_lower_case in config.json
     or tokenizer_config.json (Hugging Face, tfbert) or bert_config.json (or its tfbert_config),
     else Google's name rule for its released models. None when nothing states it (a reader then
@@ -174,6 +214,14 @@ def stated_lower_case(path: str) -> tuple[bool, str] | None:
         path: str. A checkpoint directory or a Google checkpoint prefix.
     """
     directory = path if os.path.isdir(path) else os.path.dirname(path)
+    if sentence_transformers.is_st_dir(directory):
+        modules = sentence_transformers.read_modules(directory)
+        bert = modules.transformer_dir
+        value = hf.read_lower_case(bert, hf.read_values(bert))
+        if value is not None or modules.do_lower_case:
+            return (modules.lower_case(bool(value)),
+                    f"{os.path.join(bert, 'tokenizer_config.json')} and "
+                    f"{os.path.join(bert, sentence_transformers.CONFIG_FILE)}")
     if os.path.isfile(os.path.join(directory, native.METADATA_FILE)):
         value = native.read_metadata(directory).get("lower_case")
         if isinstance(value, bool):

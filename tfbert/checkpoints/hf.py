@@ -3,11 +3,14 @@
 Reads what transformers' `BertModel`, `BertForPreTraining`, `BertForMaskedLM`, ... save: keys with
 or without the `bert.` prefix, old LayerNorm `gamma`/`beta` names, sharded safetensors (an
 `*.index.json`), and pytorch_model.bin when torch is installed. Writes model.safetensors under the
-`bert.` prefix (BertForPreTraining's layout) so transformers reads it back.
+`bert.` prefix (BertForPreTraining's layout) so transformers reads it back. A sentence-transformers
+directory (modules.json) is read through its Transformer module's BERT, with its pooling,
+projection and normalisation as a BertSentenceEncoder head (`sentence_transformers.py`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -17,7 +20,7 @@ import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save
 
-from tfbert.checkpoints import heads, names
+from tfbert.checkpoints import heads, names, sentence_transformers
 from tfbert.checkpoints.canonical import (
     Checkpoint,
     CheckpointError,
@@ -196,9 +199,14 @@ def read_hf(path: str, config: BertConfig | None = None) -> Checkpoint:
     """A Hugging Face BERT directory as a canonical Checkpoint (not yet checked).
 
     Args:
-        path: str. Directory with config.json and model.safetensors / pytorch_model.bin.
+        path: str. Directory with config.json and model.safetensors / pytorch_model.bin, or a
+            sentence-transformers directory (modules.json).
         config: BertConfig or None. Overrides config.json when given.
     """
+    modules = sentence_transformers.read_modules(path) if sentence_transformers.is_st_dir(
+        path) else None
+    if modules is not None:
+        path = modules.transformer_dir
     if not os.path.isfile(os.path.join(path, CONFIG_FILE)):
         raise CheckpointError(f"{path}: missing {CONFIG_FILE} (a Hugging Face BERT directory "
                               f"needs it). Files present: {sorted(os.listdir(path))}")
@@ -209,9 +217,15 @@ def read_hf(path: str, config: BertConfig | None = None) -> Checkpoint:
     # A BertFor... head named by config.json's architectures; tfbert's own head.* keys
     # (a tfbert directory) are read as they are.
     metadata = None
-    if not any(k.startswith(names.HEAD_PREFIX) for k in state):
+    if modules is None and not any(k.startswith(names.HEAD_PREFIX) for k in state):
         metadata = heads.from_hf(state, values, os.path.join(path, CONFIG_FILE))
     weights, foreign = to_canonical(state, source)
+    if modules is not None:  # the pooling, projection and normalisation after the BERT
+        metadata = modules.metadata(config)
+        config = dataclasses.replace(config, lower_case=metadata["lower_case"])
+        if modules.dense_dir is not None:
+            dense_file = modules.dense_file()
+            weights.update(modules.head_weights(read_state_dict(dense_file), dense_file))
     head = heads.by_class((metadata or {}).get("model_class"))
     vocab = os.path.join(path, "vocab.txt")
     return Checkpoint(config=config, weights=weights, source=source, format="hf",

@@ -104,19 +104,25 @@ def save_pretrained(model: Any, directory: str, vocab_file: str | None = None,
     A task head is kept in every format: "hf" writes transformers' BertForSequenceClassification
     / BertForTokenClassification / BertForQuestionAnswering layout (config.json
     `architectures`, `id2label`, `label2id`, num_labels), "google" run_classifier's
-    `output_weights` / `output_bias` or run_squad's `cls/squad/...`. A head or config a format
-    cannot hold is a UserError (CheckpointError) naming the option at fault, raised before
-    anything is written.
+    `output_weights` / `output_bias` or run_squad's `cls/squad/...`, "sentence-transformers" a
+    BertSentenceEncoder's pooling, projection and normalisation as sentence-transformers'
+    modules. A head or config a format cannot hold is a UserError (CheckpointError) naming the
+    option at fault, raised before anything is written.
 
     Args:
         model: tfbert.BertEncoder, a task model with `.encoder`, or a Checkpoint.
         directory: str. Created if missing.
         vocab_file: str or None. Copied in as vocab.txt.
         metadata: dict or None. JSON-serialisable caller data for tfbert.json (e.g. task,
-            labels, max_seq_length); format "hf" takes only "labels" (its id2label).
+            labels, max_seq_length); format "hf" takes only "labels" (its id2label),
+            "sentence-transformers" only "max_seq_length" (the length sentence-transformers
+            truncates texts to) and "lower_case".
         format: str. "tfbert" (default: config.json, model.safetensors, vocab.txt, tfbert.json;
-            transformers' BertModel reads it too), "hf" or "google" (bert_config.json +
-            bert_model.ckpt.*).
+            transformers' BertModel reads it too), "hf", "google" (bert_config.json +
+            bert_model.ckpt.*) or "sentence-transformers" (a BertSentenceEncoder: the "hf"
+            BERT plus modules.json, 1_Pooling, 2_Dense, 2_Normalize or 3_Normalize,
+            sentence_bert_config.json; `sentence_transformers.SentenceTransformer(directory)`
+            loads it).
         approximate_activation: bool. Format "google" and exact-erf GELU: write Google's
             "gelu", which its modeling.py runs as the tanh form. The save runs the model with
             both activations on a probe batch and reports the largest output change (log
