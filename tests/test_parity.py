@@ -49,7 +49,7 @@ def minilm_golden(minilm_dir):
 
 @pytest.fixture(scope="module")
 def minilm_encoder(minilm_dir):
-    return tfbert.from_pretrained(minilm_dir)
+    return tfbert.BertEncoder.from_pretrained(minilm_dir)
 
 
 @pytest.mark.parametrize("batch", ["single", "pair"])

@@ -322,7 +322,7 @@ def run_embedding(config: EmbeddingConfig) -> dict[str, Any]:
     >>> results = run_embedding(EmbeddingConfig(  # doctest: +SKIP
     ...     output_dir="out/embedding", task_name="qa_paragraphs",
     ...     init_checkpoint="output/pretrain_default/model"))
-    >>> test = results["test"]
+    >>> test = results["test"]  # doctest: +SKIP
     >>> test["model"]["recall@10"], test["bm25"]["recall@10"]  # doctest: +SKIP
     """
     with ft.task_run(config, "embedding") as run:
