@@ -45,14 +45,14 @@ def stage(title: str) -> float:
 def finetune(name: str, output_dir: str, start: dict[str, str], args: argparse.Namespace
              ) -> dict[str, Any]:
     """One sentiment fine-tuning run (reused when its results.json exists)."""
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     path = os.path.join(output_dir, "results.json")
     if os.path.exists(path):
         logging.info("%s: reusing %s (delete it to fine-tune again)", name, output_dir)
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    return run_classifier(ClassifierConfig(
+    return run_classification(ClassificationConfig(
         task_name="sentiment", output_dir=output_dir, max_train_examples=NUM_TRAIN_EXAMPLES,
         max_seq_length=args.max_seq_length, num_train_epochs=args.num_train_epochs,
         learning_rate=args.learning_rate, train_batch_size=32, seed=42, verbose=2, **start))
@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--export_dir", default="saved_models/sentiment/1")
     parser.add_argument("--num_train_epochs", type=float, default=4.0)
     parser.add_argument("--learning_rate", type=float, default=None,
-                        help="both starts' rate; default: run_classifier's for the model (1e-3 "
+                        help="both starts' rate; default: run_classification's for the model (1e-3 "
                              "for this one, the best of 1e-4 / 3e-4 / 1e-3 on dev for each "
                              "start; 2e-3 diverges from the pretrained start)")
     parser.add_argument("--max_seq_length", type=int, default=64,

@@ -16,7 +16,7 @@ checkpoint, next to the simplest baseline trained on the same examples:
   ner_crf         the same with a linear-chain CRF head on both (run_ner --crf; the BiLSTM with
                   tfbert's CRF).
 
-The BERT runs are run_classifier's and run_ner's defaults (among them the learning rate each
+The BERT runs are run_classification's and run_ner's defaults (among them the learning rate each
 picks for the model, `tfbert.training.finetune.default_learning_rate`) with the setup's data
 size, sequence length and epochs: what a user gets without flags. The runs of a setup share the
 model shape (the first checkpoint's config.json), vocab, settings and seed; only the initial
@@ -116,11 +116,11 @@ def bert_rows(name: str, setup: Setup, starts: dict[str, dict[str, Any]], output
     score (the starts need not share a best rate); test is read only for the rate dev picked,
     and every rate's dev score is kept under "dev_by_learning_rate". None: the task's default.
     """
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
     from tfbert.tasks.ner import NerConfig, run_ner
 
     run, config_cls, task_args = {
-        "sentiment": (run_classifier, ClassifierConfig, {"task_name": "sentiment"}),
+        "sentiment": (run_classification, ClassificationConfig, {"task_name": "sentiment"}),
         "ner": (run_ner, NerConfig, {"task_name": "people_daily", "crf": setup.crf})}[setup.task]
     common = dict(max_seq_length=setup.max_seq_length, train_batch_size=setup.batch_size,
                   num_train_epochs=setup.epochs, max_train_examples=setup.max_train_examples,
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help=f"comma-separated subset of {', '.join(STARTS)}")
     parser.add_argument("--learning_rate", default=None,
                         help="a rate, or comma-separated rates (each start keeps its best on "
-                             "dev); default: the rate run_classifier / run_ner pick")
+                             "dev); default: the rate run_classification / run_ner pick")
     for name in ("max_seq_length", "epochs", "max_train_examples", "max_eval_examples",
                  "batch_size"):
         parser.add_argument(f"--{name}", type=int, default=None,

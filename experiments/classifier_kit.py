@@ -104,7 +104,7 @@ def tfidf_multi_label(splits: dict[str, list[Any]], labels: Sequence[str],
 
 def multi_label_study(args: argparse.Namespace, config_file: str, vocab_file: str
                       ) -> dict[str, Any]:
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     task = "people_daily_types"
     labels = cls_data.builtin_labels(task)
@@ -120,7 +120,7 @@ def multi_label_study(args: argparse.Namespace, config_file: str, vocab_file: st
     out["tfidf"] = tfidf_multi_label(splits, labels)
     out["tfidf"]["seconds"] = round(time.time() - t0)
     t0 = time.time()
-    result = run_classifier(ClassifierConfig(
+    result = run_classification(ClassificationConfig(
         output_dir=os.path.join(args.output_dir, task), task_name=task,
         bert_config_file=config_file, vocab_file=vocab_file,
         max_seq_length=args.multi_label_seq_length, train_batch_size=args.batch_size,
@@ -211,7 +211,7 @@ def pooling_comparison(model_dir: str, examples: Sequence[cls_data.Classificatio
 
 
 def long_study(args: argparse.Namespace, config_file: str, vocab_file: str) -> dict[str, Any]:
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     folder = os.path.join(args.output_dir, "long_documents")
     os.makedirs(folder, exist_ok=True)
@@ -228,7 +228,7 @@ def long_study(args: argparse.Namespace, config_file: str, vocab_file: str) -> d
     t = args.long_seq_length
     for mode in ("truncate", "windows"):
         t0 = time.time()
-        result = run_classifier(ClassifierConfig(
+        result = run_classification(ClassificationConfig(
             output_dir=os.path.join(folder, mode), **files, long_input=mode,
             doc_stride=t // 2 if mode == "windows" else None, bert_config_file=config_file,
             vocab_file=vocab_file, max_seq_length=t, train_batch_size=args.batch_size,

@@ -30,7 +30,7 @@ def main() -> None:
         parser.error(f"{args.output} exists; name a new file")
 
     from tfbert.fileio import write_json
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     runs = []
     with tempfile.TemporaryDirectory() as root:
@@ -39,7 +39,7 @@ def main() -> None:
             for schedule in ("polynomial", "linear"):
                 for seed in (int(s) for s in args.seeds.split(",")):
                     out = os.path.join(root, f"{name}-{schedule}-{seed}")
-                    result = run_classifier(ClassifierConfig(
+                    result = run_classification(ClassificationConfig(
                         task_name="sentiment", output_dir=out, init_checkpoint=path,
                         max_train_examples=1000, max_seq_length=64, num_train_epochs=4.0,
                         train_batch_size=32, seed=seed, lr_schedule=schedule, verbose=0))

@@ -14,7 +14,7 @@ import tfbert
 from tfbert import checkpoints
 from tfbert.checkpoints.canonical import CheckpointError
 from tfbert.errors import UserError, run_cli
-from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+from tfbert.tasks.classification import ClassificationConfig, run_classification
 from tfbert.training import model_source
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -175,10 +175,10 @@ def test_init_checkpoint_missing_or_holding_nothing(tmp_path):
         model_source.check_init_checkpoint(fine)  # no error
 
 
-def _classifier(tmp_path, **kwargs) -> ClassifierConfig:
-    return ClassifierConfig(output_dir=str(tmp_path / "out"), task_name="sentiment",
-                            max_seq_length=16, max_train_examples=8, max_eval_examples=8,
-                            distribution_strategy="one_device", verbose=0, **kwargs)
+def _classifier(tmp_path, **kwargs) -> ClassificationConfig:
+    return ClassificationConfig(output_dir=str(tmp_path / "out"), task_name="sentiment",
+                                max_seq_length=16, max_train_examples=8, max_eval_examples=8,
+                                distribution_strategy="one_device", verbose=0, **kwargs)
 
 
 @pytest.mark.parametrize("do_train", [True, False])
@@ -187,7 +187,7 @@ def test_run_with_a_missing_init_checkpoint_is_one_line(tmp_path, capsys, do_tra
     "no vocab.txt in .")."""
     config = _classifier(tmp_path, init_checkpoint="nothere", do_train=do_train)
     with pytest.raises(SystemExit) as exit_:
-        run_cli(run_classifier, config, prog="run_classifier.py")
+        run_cli(run_classification, config, prog="run_classifier.py")
     assert exit_.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1
@@ -201,7 +201,7 @@ def test_run_with_a_truncated_init_checkpoint_is_one_line(tmp_path, capsys):
     _truncate(weights, 50000)
     config = _classifier(tmp_path, init_checkpoint=path)
     with pytest.raises(SystemExit) as exit_:
-        run_cli(run_classifier, config, prog="run_classifier.py")
+        run_cli(run_classification, config, prog="run_classifier.py")
     assert exit_.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1

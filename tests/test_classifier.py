@@ -1,4 +1,5 @@
-"""Classification: file/TFDS/built-in readers, the tf.data pipeline, run_classifier end to end."""
+"""Classification: file/TFDS/built-in readers, the tf.data pipeline, run_classification end to
+end."""
 
 from __future__ import annotations
 
@@ -161,12 +162,12 @@ def test_run_classifier_script_on_sentiment(tmp_path, chinese_vocab_file):
     assert accuracy == pytest.approx(results["test"]["accuracy"])
 
     from tfbert import checkpoints
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     metadata = checkpoints.read_metadata(str(out / "model"))
     assert (metadata["task"], metadata["labels"], metadata["max_seq_length"]) == (
         "classification", ["negative", "positive"], 32)
-    again = run_classifier(ClassifierConfig(
+    again = run_classification(ClassificationConfig(
         output_dir=str(tmp_path / "eval"), task_name="sentiment",
         init_checkpoint=str(out / "model"), do_train=False, max_seq_length=32,
         max_eval_examples=40, distribution_strategy="one_device", verbose=0))
@@ -178,11 +179,11 @@ def test_run_classifier_script_on_sentiment(tmp_path, chinese_vocab_file):
 def test_run_classifier_on_tfds_pairs(tmp_path, chinese_vocab_file):
     """A TFDS pair task (mock data) goes through; labels are the dataset's ClassLabel names."""
     tfds = pytest.importorskip("tensorflow_datasets")
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     config = tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file)
     with tfds.testing.mock_data(num_examples=24):
-        results = run_classifier(ClassifierConfig(
+        results = run_classification(ClassificationConfig(
             output_dir=str(tmp_path / "out"), tfds_name="glue/mrpc",
             bert_config_file=config, vocab_file=chinese_vocab_file, max_seq_length=16,
             train_batch_size=8, num_train_epochs=1, best_metric="macro_f1",
@@ -192,11 +193,11 @@ def test_run_classifier_on_tfds_pairs(tmp_path, chinese_vocab_file):
     assert set(results["test"]) >= {"accuracy", "macro_f1"}
 
 
-@pytest.mark.slow  # 17 s; fast: the single-sentence run_classifier tests
+@pytest.mark.slow  # 17 s; fast: the single-sentence run_classification tests
 def test_run_classifier_learns_jsonl_pairs(tmp_path, chinese_vocab_file):
     """A tiny model learns a pair task (the label depends on the word in text_b) from JSONL
     files; an unlabelled test file gets predictions only."""
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     rng = np.random.default_rng(0)
     words = list("好差大小多少上下")
@@ -212,7 +213,7 @@ def test_run_classifier_learns_jsonl_pairs(tmp_path, chinese_vocab_file):
         return write(tmp_path, name, "".join(lines))
 
     out = tmp_path / "out"
-    results = run_classifier(ClassifierConfig(
+    results = run_classification(ClassificationConfig(
         output_dir=str(out), train_file=jsonl("train.jsonl", 384),
         dev_file=jsonl("dev.jsonl", 64), test_file=jsonl("test.jsonl", 8, labelled=False),
         bert_config_file=tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file),

@@ -1,6 +1,6 @@
 """The classification kit: long inputs as windows (packing rule, pooling, the document dataset),
 multi-label data (files, built-in people_daily_types, metrics, threshold tuning, loss, export
-parity), class weights, and run_classifier end to end with each of them."""
+parity), class weights, and run_classification end to end with each of them."""
 
 from __future__ import annotations
 
@@ -333,14 +333,14 @@ def test_balanced_needs_every_class():
 
 
 def test_config_checks():
-    from tfbert.tasks.classifier import ClassifierConfig
+    from tfbert.tasks.classification import ClassificationConfig
 
     ok = dict(output_dir="unused", max_seq_length=16)
-    assert ClassifierConfig(**ok, task_name="people_daily_types").multi_label
-    assert ClassifierConfig(**ok, task_name="people_daily_types").best_metric == "micro_f1"
-    assert ClassifierConfig(**ok, task_name="sentiment").best_metric == "accuracy"
-    assert ClassifierConfig(**ok, task_name="sentiment", long_input="windows",
-                            doc_stride=13).doc_stride == 13
+    assert ClassificationConfig(**ok, task_name="people_daily_types").multi_label
+    assert ClassificationConfig(**ok, task_name="people_daily_types").best_metric == "micro_f1"
+    assert ClassificationConfig(**ok, task_name="sentiment").best_metric == "accuracy"
+    assert ClassificationConfig(**ok, task_name="sentiment", long_input="windows",
+                                doc_stride=13).doc_stride == 13
     for bad, message in [
             (dict(task_name="sentiment", long_input="windows", doc_stride=14),
              r"doc_stride must be an integer in \[1, 14\)"),
@@ -354,7 +354,7 @@ def test_config_checks():
             (dict(task_name="sentiment", class_weights="nofile.json"),
              "class_weights must be 'balanced' or a file")]:
         with pytest.raises(UserError, match=message):
-            ClassifierConfig(**ok, **bad)
+            ClassificationConfig(**ok, **bad)
 
 
 # --- export ---------------------------------------------------------------------------------------
@@ -491,7 +491,7 @@ def test_windowed_export_equals_keras_windows(tmp_path, chinese_vocab_file, mult
         assert got["label_ids"].numpy().tolist() == want.argmax(-1).tolist()
 
 
-# --- run_classifier end to end -------------------------------------------------------------------
+# --- run_classification end to end ---------------------------------------------------------------
 
 
 @pytest.mark.slow
@@ -499,7 +499,7 @@ def test_run_classifier_multi_label_file_then_eval_only(tmp_path, chinese_vocab_
     """A tiny model learns a multi-label task from JSONL (label "up" when the text holds 好,
     "big" when it holds 大, either, both or none), with balanced class weights; the thresholds
     tuned on dev are stored and an eval-only run scores test the same with them."""
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     rng = np.random.default_rng(0)
     filler = list("的了是在我有他这中")
@@ -522,7 +522,7 @@ def test_run_classifier_multi_label_file_then_eval_only(tmp_path, chinese_vocab_
                   distribution_strategy="one_device", verbose=0)
     files = dict(train_file=jsonl("train.jsonl", 320), dev_file=jsonl("dev.jsonl", 64),
                  test_file=jsonl("test.jsonl", 64))
-    results = run_classifier(ClassifierConfig(
+    results = run_classification(ClassificationConfig(
         output_dir=str(tmp_path / "out"), **files, train_batch_size=32, num_train_epochs=6,
         learning_rate=3e-3, class_weights="balanced", **common))
     assert results["labels"] == ["big", "up"]
@@ -538,14 +538,14 @@ def test_run_classifier_multi_label_file_then_eval_only(tmp_path, chinese_vocab_
                                                 "probabilities"}
     exact = np.mean([sorted(r["labels"]) == sorted(r["predicted"]) for r in rows])
     assert exact == pytest.approx(results["test"]["exact_match"])
-    again = run_classifier(ClassifierConfig(
+    again = run_classification(ClassificationConfig(
         output_dir=str(tmp_path / "eval"), **files, do_train=False,
         init_checkpoint=str(tmp_path / "out" / "model"), **common))
     assert again["test"]["micro_f1"] == pytest.approx(results["test"]["micro_f1"])
     assert again["thresholds"] == pytest.approx(results["thresholds"])
     assert again["thresholds_from"] == "model"
     with pytest.raises(UserError, match="the model is multi-label; pass multi_label"):
-        run_classifier(ClassifierConfig(
+        run_classification(ClassificationConfig(
             output_dir=str(tmp_path / "eval2"), **files, do_train=False,
             init_checkpoint=str(tmp_path / "out" / "model"),
             **{**common, "multi_label": False}))
@@ -556,7 +556,7 @@ def test_run_classifier_windows_read_what_truncation_cuts(tmp_path, chinese_voca
     """The label is a character written three times after 14 others; at max_seq_length 12
     truncation never sees it and stays near chance, windows learn it. The model's metadata
     holds long_input and doc_stride, and an eval-only run windows as the model says."""
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     rng = np.random.default_rng(0)
     filler = list("的了是在我有他这中")
@@ -576,9 +576,9 @@ def test_run_classifier_windows_read_what_truncation_cuts(tmp_path, chinese_voca
                   vocab_file=chinese_vocab_file, max_seq_length=12, train_batch_size=16,
                   num_train_epochs=5, learning_rate=2e-3, distribution_strategy="one_device",
                   verbose=0)
-    windows = run_classifier(ClassifierConfig(output_dir=str(tmp_path / "w"),
-                                              long_input="windows", doc_stride=5, **common))
-    cut = run_classifier(ClassifierConfig(output_dir=str(tmp_path / "t"), **common))
+    windows = run_classification(ClassificationConfig(output_dir=str(tmp_path / "w"),
+                                                      long_input="windows", doc_stride=5, **common))
+    cut = run_classification(ClassificationConfig(output_dir=str(tmp_path / "t"), **common))
     assert windows["test"]["accuracy"] > 0.9, windows["train"]["history"]
     assert cut["test"]["accuracy"] < 0.7
     assert windows["long_input"] == {"mode": "windows", "doc_stride": 5}
@@ -587,7 +587,7 @@ def test_run_classifier_windows_read_what_truncation_cuts(tmp_path, chinese_voca
                                        "documents_over_one_window": 64, "max_windows": 3}
     metadata = tfbert.checkpoints.read_metadata(str(tmp_path / "w" / "model"))
     assert (metadata["long_input"], metadata["doc_stride"]) == ("windows", 5)
-    again = run_classifier(ClassifierConfig(
+    again = run_classification(ClassificationConfig(
         output_dir=str(tmp_path / "e"), **{**common, "train_file": None}, do_train=False,
         init_checkpoint=str(tmp_path / "w" / "model")))
     assert again["long_input"] == {"mode": "windows", "doc_stride": 5}

@@ -202,7 +202,7 @@ def test_qa_parity_with_training_decode(export_root, chinese_vocab_file):
     doc_stride 8): the answers, character spans and scores of training's decode over all
     windows; serve_ids scores each window it is given as the Keras model does."""
     from tfbert.data import squad
-    from tfbert.tasks.squad_predictions import decode_example
+    from tfbert.tasks.qa_predictions import decode_example
 
     model_dir, export_dir, _ = exported("qa", export_root, chinese_vocab_file)
     lines = corpora.people_daily_lines()[:5]

@@ -16,8 +16,8 @@ import pytest
 import tensorflow as tf
 
 from tfbert.errors import UserError
-from tfbert.tasks.classifier import ClassifierConfig, run_classifier
-from tfbert.tasks.squad import SquadConfig, run_squad
+from tfbert.tasks.classification import ClassificationConfig, run_classification
+from tfbert.tasks.qa import QAConfig, run_qa
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "tests", "data")
@@ -57,9 +57,9 @@ def gr_output(tmp_path, kind: str) -> str:
     return prefix
 
 
-def _classifier(tmp_path, checkpoint: str, **steps) -> ClassifierConfig:
+def _classifier(tmp_path, checkpoint: str, **steps) -> ClassificationConfig:
     model = os.path.join(HEADS, "classifier")
-    return ClassifierConfig(
+    return ClassificationConfig(
         task_name="MNLI", data_dir=MNLI, init_checkpoint=checkpoint, do_train=False,
         vocab_file=os.path.join(model, "vocab.txt"),
         bert_config_file=os.path.join(model, "bert_config.json"), max_seq_length=64,
@@ -75,8 +75,8 @@ def _lines(path) -> dict[str, str]:
 def test_gr_classifier_eval_only(tmp_path):
     """GR's --do_eval from its run_classifier output: eval_results.txt holds GR's values and
     the checkpoint's global_step; MNLI's labels in GR's processor order."""
-    results = run_classifier(_classifier(tmp_path, gr_output(tmp_path, "classifier"),
-                                         do_eval=True, do_predict=False))
+    results = run_classification(_classifier(tmp_path, gr_output(tmp_path, "classifier"),
+                                             do_eval=True, do_predict=False))
     golden = _golden()
     assert results["labels"] == golden["labels"] == ["contradiction", "entailment", "neutral"]
     out = tmp_path / "out"
@@ -93,8 +93,8 @@ def test_gr_classifier_eval_only(tmp_path):
 
 def test_gr_classifier_predict_only(tmp_path):
     """GR's --do_predict alone: test_results.tsv holds GR's probabilities, row for row."""
-    run_classifier(_classifier(tmp_path, gr_output(tmp_path, "classifier"), do_eval=False,
-                               do_predict=True))
+    run_classification(_classifier(tmp_path, gr_output(tmp_path, "classifier"), do_eval=False,
+                                   do_predict=True))
     out = tmp_path / "out"
     rows = np.loadtxt(out / "test_results.tsv", delimiter="\t", ndmin=2)
     theirs = np.loadtxt(os.path.join(GOLDEN, "mnli", "test_results.tsv"), delimiter="\t",
@@ -104,10 +104,10 @@ def test_gr_classifier_predict_only(tmp_path):
     assert not (out / "eval_results.txt").exists()
 
 
-def _squad(tmp_path, checkpoint: str, **kwargs) -> SquadConfig:
+def _squad(tmp_path, checkpoint: str, **kwargs) -> QAConfig:
     model = os.path.join(HEADS, "squad")
     settings = _golden()["squad"]
-    return SquadConfig(
+    return QAConfig(
         init_checkpoint=checkpoint, do_train=False, vocab_file=os.path.join(model, "vocab.txt"),
         bert_config_file=os.path.join(model, "bert_config.json"),
         output_dir=str(tmp_path / "out"), distribution_strategy="one_device", verbose=0,
@@ -116,11 +116,11 @@ def _squad(tmp_path, checkpoint: str, **kwargs) -> SquadConfig:
 
 
 def _same_nbest(ours: dict, theirs: dict) -> None:
-    """GR's n-best lists, up to tfbert's documented difference (tfbert/tasks/squad.py): GR's
-    `get_final_text` cannot map a span onto words holding [UNK] punctuation and returns the
-    whole words, where tfbert cuts the span from the context. So a GR entry is ours (the same
-    logits) with the same text or ours widened to whole words; GR's widened texts merge spans,
-    so its list reaches past our last score."""
+    """GR's n-best lists, up to tfbert's documented difference
+    (tfbert/tasks/qa_predictions.py): GR's `get_final_text` cannot map a span onto words holding
+    [UNK] punctuation and returns the whole words, where tfbert cuts the span from the context.
+    So a GR entry is ours (the same logits) with the same text or ours widened to whole words;
+    GR's widened texts merge spans, so its list reaches past our last score."""
     assert list(ours) == list(theirs)
     same = widened = 0
     for qid, entries in theirs.items():
@@ -152,8 +152,8 @@ def test_gr_squad_predict_only(tmp_path, version):
                 question["is_impossible"] = False
         test_file = tmp_path / "v1.json"
         test_file.write_text(json.dumps(squad), "utf-8")
-    results = run_squad(_squad(tmp_path, gr_output(tmp_path, "squad"), test_file=str(test_file),
-                               do_eval=False, do_predict=True, version_2_with_negative=v2))
+    results = run_qa(_squad(tmp_path, gr_output(tmp_path, "squad"), test_file=str(test_file),
+                            do_eval=False, do_predict=True, version_2_with_negative=v2))
     out, golden = tmp_path / "out", os.path.join(GOLDEN, version)
     assert _read_json(out / "predictions.json") == _read_json(os.path.join(golden,
                                                                            "predictions.json"))
@@ -170,9 +170,9 @@ def test_gr_squad_predict_only(tmp_path, version):
 
 def test_gr_squad_eval_only(tmp_path):
     """--do_eval alone scores the dev file with the GR checkpoint: GR's answers, scored."""
-    results = run_squad(_squad(tmp_path, os.path.join(HEADS, "squad", "bert_model.ckpt"),
-                               dev_file=SQUAD_FILE, do_eval=True, do_predict=False,
-                               version_2_with_negative=True, null_score_diff_threshold=0.0))
+    results = run_qa(_squad(tmp_path, os.path.join(HEADS, "squad", "bert_model.ckpt"),
+                            dev_file=SQUAD_FILE, do_eval=True, do_predict=False,
+                            version_2_with_negative=True, null_score_diff_threshold=0.0))
     out = tmp_path / "out"
     theirs = _read_json(os.path.join(GOLDEN, "squad_v2", "predictions.json"))
     assert _read_json(out / "dev_predictions.json") == theirs
@@ -192,7 +192,7 @@ def test_hf_sequence_head_eval_and_predict(tmp_path):
     for split in ("dev", "test"):
         (tmp_path / f"{split}.tsv").write_text(
             "text\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows), "utf-8")
-    results = run_classifier(ClassifierConfig(
+    results = run_classification(ClassificationConfig(
         init_checkpoint=source, dev_file=str(tmp_path / "dev.tsv"),
         test_file=str(tmp_path / "test.tsv"), do_train=False, max_seq_length=16,
         output_dir=str(tmp_path / "out"), distribution_strategy="one_device", verbose=0))
@@ -208,11 +208,11 @@ def test_hf_sequence_head_eval_and_predict(tmp_path):
 
 
 def test_head_of_another_task_is_refused(tmp_path):
-    """run_squad's checkpoint given to run_classifier: one line naming the head it holds."""
+    """run_squad's checkpoint given to run_classification: one line naming the head it holds."""
     with pytest.raises(UserError, match=r"BertSpanLabeler head \(task 'qa'\); without do_train "
                                         r"it must be a fine-tuned classification model"):
-        run_classifier(_classifier(tmp_path, os.path.join(HEADS, "squad", "bert_model.ckpt"),
-                                   do_eval=True, do_predict=False))
+        run_classification(_classifier(tmp_path, os.path.join(HEADS, "squad", "bert_model.ckpt"),
+                                       do_eval=True, do_predict=False))
     assert not (tmp_path / "out" / "results.json").exists()
 
 

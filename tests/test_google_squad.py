@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tfbert.data import squad as qa_data
-from tfbert.tasks import squad as qa_task
-from tfbert.tasks import squad_predictions
+from tfbert.tasks import qa as qa_task
+from tfbert.tasks import qa_predictions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "data", "google_squad")
@@ -73,7 +73,7 @@ def _assert_same_files(folder, version: str) -> None:
             else:
                 assert [e["text"] for e in got] == [e["text"] for e in expected], qid
                 for g, e in zip(got, expected, strict=True):
-                    assert list(g) == list(e) == list(squad_predictions.NBEST_KEYS)
+                    assert list(g) == list(e) == list(qa_predictions.NBEST_KEYS)
                     for key in ("probability", "start_logit", "end_logit"):
                         assert g[key] == pytest.approx(e[key], abs=1e-6), (qid, key)
 
@@ -82,10 +82,10 @@ def _assert_same_files(folder, version: str) -> None:
 def test_decoding_and_files_match_googles_write_predictions(windows, version, tmp_path):
     settings, examples, features, starts, ends = windows
     negative = version == "v2"
-    predictions, nbest, null_odds = squad_predictions.postprocess_predictions(
+    predictions, nbest, null_odds = qa_predictions.postprocess_predictions(
         examples, features, starts, ends, settings["n_best_size"], settings["max_answer_length"],
         negative, settings["null_score_diff_threshold"])
-    written = squad_predictions.write_predictions(
+    written = qa_predictions.write_predictions(
         predictions, nbest, null_odds if negative else None,
         str(tmp_path / "predictions.json"), str(tmp_path / "nbest_predictions.json"),
         str(tmp_path / "null_odds.json"))
@@ -102,7 +102,7 @@ def test_v1_question_without_a_valid_span_gets_googles_stand_in(windows):
     blocked = [qa_data.QAFeature(**{**f.__dict__, "token_is_max_context":
                                     np.zeros_like(f.token_is_max_context)})
                for f in (features[i] for i in rows)]
-    predictions, nbest, _ = squad_predictions.postprocess_predictions(
+    predictions, nbest, _ = qa_predictions.postprocess_predictions(
         examples[:1], blocked, starts[rows], ends[rows])
     qid = examples[0].qas_id
     assert predictions == {qid: "empty"}
@@ -130,7 +130,7 @@ def _assert_google_format(out, qids) -> None:
     assert list(predictions) == list(nbest) == list(null_odds) == qids
     for qid in qids:
         entries = nbest[qid]
-        assert all(list(e) == list(squad_predictions.NBEST_KEYS) for e in entries)
+        assert all(list(e) == list(qa_predictions.NBEST_KEYS) for e in entries)
         assert "" in [e["text"] for e in entries]
         assert sum(e["probability"] for e in entries) == pytest.approx(1.0)
         scores = [e["start_logit"] + e["end_logit"] for e in entries]
@@ -149,7 +149,7 @@ def test_run_squad_google_style_library(tmp_path, chinese_vocab_file):
                intermediate_size=32, max_position_embeddings=64).to_json_file(str(config_file))
     data = _tiny_v2_file(tmp_path / "v2.json")
     out = tmp_path / "out"
-    results = qa_task.run_squad(qa_task.SquadConfig(
+    results = qa_task.run_qa(qa_task.QAConfig(
         output_dir=str(out), bert_config_file=str(config_file), vocab_file=chinese_vocab_file,
         train_file=data, test_file=data, do_eval=False, version_2_with_negative=True,
         max_seq_length=48, doc_stride=16, max_query_length=16, num_train_epochs=1,

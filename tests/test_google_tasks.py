@@ -164,19 +164,19 @@ def test_data_dir_runs_nothing_unless_asked(tmp_path):
 def test_mnli_scores_dev_mismatched_and_eval_only_rerun(tmp_path, chinese_vocab_file):
     """MNLI reports dev_mismatched beside dev; a fine-tuned model scores again without training
     (global_step 0) and keeps the task's label order."""
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     common = dict(task_name="MNLI", data_dir=os.path.join(DATA, "MNLI"), max_seq_length=16,
                   distribution_strategy="one_device", verbose=0, do_eval=True)
     out = tmp_path / "out"
-    results = run_classifier(ClassifierConfig(
+    results = run_classification(ClassificationConfig(
         output_dir=str(out), do_train=True, do_predict=True, train_batch_size=2,
         bert_config_file=tiny_config_file(tmp_path / "bert_config.json", chinese_vocab_file),
         vocab_file=chinese_vocab_file, **common))
     assert results["labels"] == ["contradiction", "entailment", "neutral"]
     assert (results["dev"]["num_examples"], results["dev_mismatched"]["num_examples"]) == (3, 2)
     assert len((out / "test_results.tsv").read_text().splitlines()) == 2
-    again = run_classifier(ClassifierConfig(
+    again = run_classification(ClassificationConfig(
         output_dir=str(tmp_path / "eval"), init_checkpoint=str(out / "model"), do_train=False,
         do_predict=False, **common))
     assert again["dev"]["accuracy"] == pytest.approx(results["dev"]["accuracy"])

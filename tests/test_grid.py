@@ -393,13 +393,13 @@ def test_early_stopping_needs_a_dev_set():
         ft.finetune(model, ds, "mse", ft.FinetuneConfig(early_stopping_patience=2, verbose=0))
 
 
-# --- end to end through run_classifier ------------------------------------------------------------
+# --- end to end through run_classification --------------------------------------------------------
 
 
 def tiny_classifier_config(tmp_path, vocab_file, **overrides):
-    from tfbert.tasks.classifier import ClassifierConfig
+    from tfbert.tasks.classification import ClassificationConfig
 
-    return ClassifierConfig(**{
+    return ClassificationConfig(**{
         "output_dir": str(tmp_path / "out"), "task_name": "sentiment",
         "bert_config_file": tiny_config_file(tmp_path / "bert_config.json", vocab_file),
         "vocab_file": vocab_file, "max_seq_length": 16, "train_batch_size": 16,
@@ -409,21 +409,21 @@ def tiny_classifier_config(tmp_path, vocab_file, **overrides):
 
 
 @pytest.mark.slow  # (a minute; test_run_grid_keeps_only_the_best_model_and_commits_one_output
-# is the fast counterpart, over a runner that stages outputs as run_classifier does)
+# is the fast counterpart, over a runner that stages outputs as run_classification does)
 def test_run_grid_through_run_classifier_and_its_command_line(tmp_path, chinese_vocab_file):
     """Two combinations of a tiny random-init model on the built-in sentiment task: the best one's
     model, predictions and scores are output_dir's, its model scores the same again, and
     run_classifier.py with the same grid on the command line gives the same table."""
     from tfbert import checkpoints
-    from tfbert.tasks.classifier import run_classifier
+    from tfbert.tasks.classification import run_classification
 
     config = tiny_classifier_config(tmp_path, chinese_vocab_file)
-    results = grid_lib.run_grid(run_classifier, config, {"learning_rate": [1e-3, 1e-5]},
+    results = grid_lib.run_grid(run_classification, config, {"learning_rate": [1e-3, 1e-5]},
                                 task="classification")
     out = tmp_path / "out"
     table = results["grid"]
     names = ["1-lr0.001", "2-lr1e-05"]
-    assert table["metric"] == "accuracy"  # ClassifierConfig's best_metric
+    assert table["metric"] == "accuracy"  # ClassificationConfig's best_metric
     assert [c["name"] for c in table["combinations"]] == names
     best = table["combinations"][names.index(table["best"])]
     assert best["dev"] == results["dev"]["accuracy"] == max(
@@ -433,7 +433,7 @@ def test_run_grid_through_run_classifier_and_its_command_line(tmp_path, chinese_
     assert not any((out / "grid" / name / "model").exists() for name in names)
     assert (out / "test_predictions.tsv").read_bytes() == (
         out / "grid" / best["name"] / "test_predictions.tsv").read_bytes()
-    again = run_classifier(tiny_classifier_config(
+    again = run_classification(tiny_classifier_config(
         tmp_path, chinese_vocab_file, output_dir=str(tmp_path / "eval"), do_train=False,
         init_checkpoint=str(out / "model")))
     assert again["test"]["accuracy"] == pytest.approx(results["test"]["accuracy"])

@@ -180,13 +180,13 @@ def _kept(out, run_id: str) -> str:
 def test_a_finetuning_run_that_ends_early_says_what_it_kept(tmp_path, end):
     """task_run (every fine-tuning task's run) notes what the folder keeps; fast: no model."""
     from tfbert import fileio
-    from tfbert.tasks.classifier import ClassifierConfig
+    from tfbert.tasks.classification import ClassificationConfig
     from tfbert.training.finetune import task_run
 
     out = tmp_path / "out"
     previous = _previous_run(out)
     before = _tree(out)
-    config = ClassifierConfig(output_dir=str(out), **_tiny_task(tmp_path))
+    config = ClassificationConfig(output_dir=str(out), **_tiny_task(tmp_path))
     with pytest.raises(KeyboardInterrupt if end == "ctrl_c" else OSError) as error:
         with task_run(config, "classification") as run:
             with fileio.atomic_write(run.path("results.json")) as f:
@@ -205,15 +205,15 @@ def test_a_finetuning_run_that_ends_early_says_what_it_kept(tmp_path, end):
 def test_a_diverged_finetuning_keeps_the_previous_run(tmp_path, capsys, monkeypatch):
     """--learning_rate=1e6 on a folder holding a good run: one line, exit 2, nothing of the
     diverged run committed (its NaN model, its results)."""
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     monkeypatch.delenv("TFBERT_TRACEBACK", raising=False)
     out = tmp_path / "out"
     previous = _previous_run(out)
     before = _tree(out)
-    config = ClassifierConfig(output_dir=str(out), learning_rate=1e6, **_tiny_task(tmp_path))
+    config = ClassificationConfig(output_dir=str(out), learning_rate=1e6, **_tiny_task(tmp_path))
     with pytest.raises(SystemExit) as exit_info:
-        run_cli(run_classifier, config, prog="run_classifier.py")
+        run_cli(run_classification, config, prog="run_classifier.py")
     assert exit_info.value.code == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith("run_classifier.py: error: the ")
@@ -226,7 +226,7 @@ def test_a_diverged_finetuning_keeps_the_previous_run(tmp_path, capsys, monkeypa
 @pytest.mark.slow  # 20 s; fast: test_a_finetuning_run_that_ends_early_says_what_it_kept
 def test_a_full_disk_during_finetuning_keeps_the_previous_run(tmp_path, capsys, monkeypatch):
     from tfbert import fileio
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
     from tfbert.training import finetune as ft
 
     def full_disk(output_dir, results, name="results.json"):
@@ -239,7 +239,8 @@ def test_a_full_disk_during_finetuning_keeps_the_previous_run(tmp_path, capsys, 
     previous = _previous_run(out)
     before = _tree(out)
     with pytest.raises(SystemExit) as exit_info:
-        run_cli(run_classifier, ClassifierConfig(output_dir=str(out), **_tiny_task(tmp_path)),
+        run_cli(run_classification,
+                ClassificationConfig(output_dir=str(out), **_tiny_task(tmp_path)),
                 prog="run_classifier.py")
     assert exit_info.value.code == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]

@@ -14,7 +14,7 @@ import pytest
 import tfbert
 from tfbert import checkpoints
 from tfbert.errors import UserError
-from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+from tfbert.tasks.classification import ClassificationConfig, run_classification
 from tfbert.text import vocab
 from tfbert.training import model_source
 from tfbert.training.config import RunConfig
@@ -172,35 +172,35 @@ def test_stated_casing_sources(tmp_path, finetuned):
 # --- where runs build their model ------------------------------------------------------------
 
 
-def _classifier(tmp_path, **kwargs) -> ClassifierConfig:
-    return ClassifierConfig(output_dir=str(tmp_path / "out"), task_name="sentiment",
-                            max_seq_length=16, max_train_examples=8, max_eval_examples=8,
-                            distribution_strategy="one_device", verbose=0, **kwargs)
+def _classifier(tmp_path, **kwargs) -> ClassificationConfig:
+    return ClassificationConfig(output_dir=str(tmp_path / "out"), task_name="sentiment",
+                                max_seq_length=16, max_train_examples=8, max_eval_examples=8,
+                                distribution_strategy="one_device", verbose=0, **kwargs)
 
 
 def test_eval_of_a_finetuned_model_with_another_vocab_is_refused(tmp_path, finetuned,
                                                                  shuffled):
     with pytest.raises(UserError, match=f"^vocab_file {shuffled} is not the model's own vocab "
                                         f"{finetuned}/vocab.txt"):
-        run_classifier(_classifier(tmp_path, init_checkpoint=finetuned, do_train=False,
-                                   vocab_file=shuffled))
+        run_classification(_classifier(tmp_path, init_checkpoint=finetuned, do_train=False,
+                                       vocab_file=shuffled))
     with pytest.raises(UserError, match=rf"^--nodo_lower_case tokenizes against the model's "
                                         rf"casing: {finetuned} is uncased"):
-        run_classifier(_classifier(tmp_path, init_checkpoint=finetuned, do_train=False,
-                                   do_lower_case=False))
+        run_classification(_classifier(tmp_path, init_checkpoint=finetuned, do_train=False,
+                                       do_lower_case=False))
     assert not os.path.exists(tmp_path / "out" / "results.json")
 
 
 def test_eval_with_allow_changed_vocab_runs(tmp_path, finetuned, shuffled):
-    results = run_classifier(_classifier(tmp_path, init_checkpoint=finetuned, do_train=False,
-                                         do_predict=False, vocab_file=shuffled,
-                                         allow_changed_vocab=True))
+    results = run_classification(_classifier(tmp_path, init_checkpoint=finetuned, do_train=False,
+                                             do_predict=False, vocab_file=shuffled,
+                                             allow_changed_vocab=True))
     assert results["dev"]["num_examples"] == 8
 
 
 def test_finetuning_from_a_checkpoint_with_another_vocab_is_refused(tmp_path, shuffled):
     with pytest.raises(UserError, match=f"^vocab_file {shuffled} is not the model's own vocab"):
-        run_classifier(_classifier(tmp_path, init_checkpoint=TINY, vocab_file=shuffled))
+        run_classification(_classifier(tmp_path, init_checkpoint=TINY, vocab_file=shuffled))
 
 
 def test_pretraining_from_a_checkpoint_with_another_vocab_is_refused(tmp_path, shuffled):

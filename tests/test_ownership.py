@@ -20,9 +20,9 @@ from tfbert.data import instances
 from tfbert.data.instance_files import create_pretraining_data
 from tfbert.data.vocab_corpus import build_vocab_file
 from tfbert.errors import UserError
-from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+from tfbert.tasks.classification import ClassificationConfig, run_classification
 from tfbert.tasks.ner import NerConfig, run_ner
-from tfbert.tasks.squad import SquadConfig, run_squad
+from tfbert.tasks.qa import QAConfig, run_qa
 from tfbert.text import vocab_builder
 from tfbert.training import outputs, resume
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
@@ -96,9 +96,10 @@ def _create_data(out: str, p: dict, overwrite: bool = False) -> None:
 # name: (kind of output, the call, the kind of run a folder of "another kind" holds)
 FOLDER_COMMANDS = {
     "tfbert-pretrain": (_pretrain, "classification"),
-    "tfbert-classifier": (_finetune(run_classifier, ClassifierConfig, "tsv"), "pretraining"),
+    "tfbert-classifier": (_finetune(run_classification, ClassificationConfig, "tsv"),
+                          "pretraining"),
     "tfbert-ner": (_finetune(run_ner, NerConfig, "conll"), "classification"),
-    "tfbert-squad": (_finetune(run_squad, SquadConfig, "json"), "ner"),
+    "tfbert-squad": (_finetune(run_qa, QAConfig, "json"), "ner"),
 }
 FILE_COMMANDS = {
     "tfbert-build-vocab": _build_vocab,

@@ -203,11 +203,11 @@ def test_squad_files_without_questions_or_with_non_text_are_one_line(payload, me
     assert refusal(qa_data.read_squad_json, path) == f"{path}: {message}"
 
 
-@pytest.mark.slow  # ~40 s with the TensorFlow import: a tiny run_squad train + eval
+@pytest.mark.slow  # ~40 s with the TensorFlow import: a tiny run_qa train + eval
 def test_run_squad_skips_blank_questions_in_training_and_scores_them_in_eval(
         tmp_path, chinese_vocab_file):
     from tfbert.config import BertConfig
-    from tfbert.tasks import squad as qa_task
+    from tfbert.tasks import qa as qa_task
 
     vocab_size = sum(1 for _ in open(chinese_vocab_file, encoding="utf-8"))
     config_file = tmp_path / "bert_config.json"
@@ -215,7 +215,7 @@ def test_run_squad_skips_blank_questions_in_training_and_scores_them_in_eval(
                intermediate_size=64, max_position_embeddings=64).to_json_file(str(config_file))
     train = squad_file(tmp_path, "train.json", [("t1", "首都？"), ("t2", " "), ("t3", "哪里？")])
     dev = squad_file(tmp_path, "dev.json", [("d1", "首都？"), ("d2", "")])
-    results = qa_task.run_squad(qa_task.SquadConfig(
+    results = qa_task.run_qa(qa_task.QAConfig(
         output_dir=str(tmp_path / "out"), bert_config_file=str(config_file),
         vocab_file=chinese_vocab_file, train_file=train, dev_file=dev, max_seq_length=32,
         doc_stride=16, max_query_length=8, num_train_epochs=1, train_batch_size=2,

@@ -305,23 +305,23 @@ def test_sequence_lengths_refused_before_tokenizing(tiny_data, tmp_path, monkeyp
                                        distribution_strategy="one_device"))
 
     import tfbert
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
     from tfbert.tasks.ner import NerConfig, run_ner
-    from tfbert.tasks.squad import SquadConfig, run_squad
+    from tfbert.tasks.qa import QAConfig, run_qa
 
     with pytest.raises(UserError, match="max_seq_length 2 is below the minimum 3"):
-        ClassifierConfig(output_dir=str(out), task_name="sentiment", max_seq_length=2)
+        ClassificationConfig(output_dir=str(out), task_name="sentiment", max_seq_length=2)
     for name in ("BertPreprocessor", "BertTokenizer"):
         monkeypatch.setattr(tfbert, name, no_data_work)
     common = dict(bert_config_file=tiny_data["config"], vocab_file=chinese_vocab_file,
                   max_seq_length=100000, distribution_strategy="one_device", verbose=0)
-    for run, config in ((run_classifier, ClassifierConfig(output_dir=str(tmp_path / "c"),
-                                                          task_name="sentiment", **common)),
+    for run, config in ((run_classification, ClassificationConfig(output_dir=str(tmp_path / "c"),
+                                                                  task_name="sentiment", **common)),
                         (run_ner, NerConfig(output_dir=str(tmp_path / "n"),
                                             task_name="people_daily", **common)),
-                        (run_squad, SquadConfig(output_dir=str(tmp_path / "q"),
-                                                max_train_examples=4, max_eval_examples=4,
-                                                **common))):
+                        (run_qa, QAConfig(output_dir=str(tmp_path / "q"),
+                                          max_train_examples=4, max_eval_examples=4,
+                                          **common))):
         with pytest.raises(UserError, match="max_seq_length 100000 is larger than the model's "
                            "max_position_embeddings 64"):
             run(config)
@@ -507,14 +507,14 @@ def test_finetuning_outputs_are_committed_with_ordinary_permissions(tmp_path, ti
     """A GBK data set read with input_encoding; results, predictions, model and manifest are
     0644, carry the run id, and a second run replaces the first as a whole."""
     from tfbert import checkpoints
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     out = tmp_path / "out"
     config = dict(output_dir=str(out), bert_config_file=tiny_data["config"],
                   vocab_file=chinese_vocab_file, max_seq_length=8, train_batch_size=16,
                   num_train_epochs=1, distribution_strategy="one_device", verbose=0,
                   input_encoding="gb18030", **_tiny_classifier_files(tmp_path, "gb18030"))
-    first = run_classifier(ClassifierConfig(**config))
+    first = run_classification(ClassificationConfig(**config))
     manifest = outputs.read_manifest(str(out))
     assert manifest["run_id"] == first["run_id"] and manifest["task"] == "classification"
     assert manifest["outputs"] == ["logs", "model", "results.json", "test_predictions.tsv"]
@@ -528,7 +528,7 @@ def test_finetuning_outputs_are_committed_with_ordinary_permissions(tmp_path, ti
         assert len(written) >= 8
         assert {f: oct(_mode(f)) for f in written if _mode(f) != 0o644} == {}
     # Eval only, in the same folder, from its own model: the model stays, the rest is new.
-    again = run_classifier(ClassifierConfig(**dict(
+    again = run_classification(ClassificationConfig(**dict(
         config, do_train=False, init_checkpoint=str(out / "model"), bert_config_file=None,
         do_predict=False)))
     manifest = outputs.read_manifest(str(out))
@@ -542,7 +542,7 @@ def test_finetuning_outputs_are_committed_with_ordinary_permissions(tmp_path, ti
 _FINETUNE_CHILD = textwrap.dedent("""
     import json, os, signal, sys
     from tfbert.models import pretrained
-    from tfbert.tasks import classifier
+    from tfbert.tasks import classification
     from tfbert.training import finetune, outputs
 
     config, point = json.loads(sys.argv[1]), sys.argv[2]
@@ -561,28 +561,28 @@ _FINETUNE_CHILD = textwrap.dedent("""
     if point == "model":  # where training.outputs.save_model finds it
         pretrained.save_pretrained = after(pretrained.save_pretrained)
     elif point == "predictions":
-        classifier.write_predictions = after(classifier.write_predictions)
+        classification.write_predictions = after(classification.write_predictions)
     elif point == "results":
         finetune.write_results = after(finetune.write_results)
     elif point.startswith("rename"):
         outputs._rename = after(outputs._rename, times=int(point[6:]))
-    classifier.run_classifier(classifier.ClassifierConfig(**config))
+    classification.run_classification(classification.ClassificationConfig(**config))
 """)
 
 
 @pytest.mark.slow
 def test_kill_9_during_finetunings_final_writes(tmp_path, tiny_data, chinese_vocab_file):
-    """A real run_classifier killed while it writes its model, predictions, results and while
+    """A real run_classification killed while it writes its model, predictions, results and while
     it commits: each time the folder holds the previous complete run or the new one."""
     from tfbert import checkpoints
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     out = tmp_path / "out"
     config = dict(output_dir=str(out), bert_config_file=tiny_data["config"],
                   vocab_file=chinese_vocab_file, max_seq_length=8, train_batch_size=16,
                   num_train_epochs=1, distribution_strategy="one_device", verbose=0,
                   **_tiny_classifier_files(tmp_path, "utf-8"))
-    previous = run_classifier(ClassifierConfig(**config))["run_id"]
+    previous = run_classification(ClassificationConfig(**config))["run_id"]
     seen = []
     for point in ("model", "predictions", "results", "rename1", "rename3", "rename5"):
         done = subprocess.run([sys.executable, "-c", _FINETUNE_CHILD, json.dumps(config), point],

@@ -20,9 +20,9 @@ from tfbert.config import BertConfig
 from tfbert.errors import UserError
 from tfbert.fields import Bounds, check_fields, field, field_bounds, field_kind
 from tfbert.fileio import write_json
-from tfbert.tasks.classifier import ClassifierConfig
+from tfbert.tasks.classification import ClassificationConfig
 from tfbert.tasks.ner import NerConfig
-from tfbert.tasks.squad import SquadConfig
+from tfbert.tasks.qa import QAConfig
 from tfbert.training.config import RunConfig
 from tfbert.training.finetune import FinetuneConfig, TaskConfig
 from tfbert.training.pretrain import PretrainConfig
@@ -35,9 +35,9 @@ CONFIGS = {
     RunConfig: {},
     PretrainConfig: {},
     TaskConfig: dict(output_dir="out"),
-    ClassifierConfig: dict(output_dir="out", task_name="sentiment"),
+    ClassificationConfig: dict(output_dir="out", task_name="sentiment"),
     NerConfig: dict(output_dir="out", task_name="people_daily"),
-    SquadConfig: dict(output_dir="out"),
+    QAConfig: dict(output_dir="out"),
     FinetuneConfig: {},
     BertConfig: {},
 }
@@ -83,12 +83,12 @@ def test_bounds_refuse_nan_and_inf_and_describe_themselves():
     (TaskConfig, "num_train_epochs", NAN,
      "num_train_epochs must be a positive finite number, got nan"),
     (TaskConfig, "warmup_proportion", 1.5, "warmup_proportion must be a number in [0, 1], got 1.5"),
-    (ClassifierConfig, "dropout", 1.0, "dropout must be a number in [0, 1), got 1.0"),
-    (ClassifierConfig, "head_hidden_layers", 4,
+    (ClassificationConfig, "dropout", 1.0, "dropout must be a number in [0, 1), got 1.0"),
+    (ClassificationConfig, "head_hidden_layers", 4,
      "head_hidden_layers must be an integer in [0, 3], got 4"),
     (NerConfig, "dropout", -0.1, "dropout must be a number in [0, 1), got -0.1"),
-    (SquadConfig, "n_best_size", 0, "n_best_size must be a positive integer, got 0"),
-    (SquadConfig, "null_score_diff_threshold", INF,
+    (QAConfig, "n_best_size", 0, "n_best_size must be a positive integer, got 0"),
+    (QAConfig, "null_score_diff_threshold", INF,
      "null_score_diff_threshold must be a finite number, got inf"),
     (PretrainConfig, "masked_lm_prob", 1.0, "masked_lm_prob must be a number in (0, 1), got 1.0"),
     (PretrainConfig, "learning_rate", INF, "learning_rate must be a positive finite number, got "
@@ -138,7 +138,7 @@ def test_the_defaults_are_within_their_bounds():
 PROBES = (NAN, INF, -INF, -1, 0, 0.5, 1, 2, 3, 4, 1e-12, 100)
 
 
-@pytest.mark.parametrize("cls", [PretrainConfig, ClassifierConfig])
+@pytest.mark.parametrize("cls", [PretrainConfig, ClassificationConfig])
 def test_flags_refuse_exactly_what_the_fields_refuse(cls):
     """Every numeric flag made from a field: a probe value is refused by the flag's parser iff
     the dataclass refuses it, and --help names the allowed values."""

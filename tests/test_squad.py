@@ -1,4 +1,4 @@
-"""Extractive QA: SQuAD reader, built-in QA set, windowed features, span decoding, run_squad."""
+"""Extractive QA: SQuAD reader, built-in QA set, windowed features, span decoding, run_qa."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from tfbert.data import corpora
 from tfbert.data import squad as qa_data
-from tfbert.tasks import squad as qa_task
-from tfbert.tasks import squad_predictions
+from tfbert.tasks import qa as qa_task
+from tfbert.tasks import qa_predictions
 
 CLS, SEP, PAD = 2, 3, 0
 
@@ -244,7 +244,7 @@ def test_decoding_picks_the_best_span_across_windows_and_cuts_the_original_text(
     w1 = _logits(features[1], {4: 4.0}, {5: 3.0, 4: 1.0})
     w2 = _logits(features[2], {3: 9.0, 4: -5.0}, {4: 9.0})  # "zeta" 4.0: 4th
     starts, ends = np.stack([w0[0], w1[0], w2[0]]), np.stack([w0[1], w1[1], w2[1]])
-    predictions, nbest, null_odds = squad_predictions.postprocess_predictions(
+    predictions, nbest, null_odds = qa_predictions.postprocess_predictions(
         [ex], features, starts, ends, n_best_size=3, max_answer_length=5)
     assert predictions == {"q": "delta Epsilon"}
     assert [c["text"] for c in nbest["q"]] == ["delta Epsilon", "delta", "Gamma"]
@@ -253,8 +253,8 @@ def test_decoding_picks_the_best_span_across_windows_and_cuts_the_original_text(
     assert (nbest["q"][0]["start_char"], nbest["q"][0]["end_char"]) == (17, 30)
     assert null_odds == {}
     # max_answer_length 1 rules out the two-word span.
-    predictions, _, _ = squad_predictions.postprocess_predictions([ex], features, starts, ends,
-                                                        n_best_size=3, max_answer_length=1)
+    predictions, _, _ = qa_predictions.postprocess_predictions([ex], features, starts, ends,
+                                                     n_best_size=3, max_answer_length=1)
     assert predictions == {"q": "delta"}
 
 
@@ -266,12 +266,12 @@ def test_decoding_v2_null_answer_threshold():
     w0 = _logits(features[0], {0: 3.0, 4: 2.0}, {0: 3.0, 5: 2.0})  # null 6, "AB" 4
     w1 = _logits(features[1], {0: 1.0}, {0: 1.5})  # null 2.5 (the minimum)
     starts, ends = np.stack([w0[0], w1[0]]), np.stack([w0[1], w1[1]])
-    predictions, nbest, null_odds = squad_predictions.postprocess_predictions(
+    predictions, nbest, null_odds = qa_predictions.postprocess_predictions(
         [ex], features, starts, ends, version_2_with_negative=True)
     assert null_odds["q"] == pytest.approx(2.5 - 4.0)
     assert predictions == {"q": "AB"}  # -1.5 is not above threshold 0
     assert "" in [c["text"] for c in nbest["q"]]
-    predictions, _, _ = squad_predictions.postprocess_predictions(
+    predictions, _, _ = qa_predictions.postprocess_predictions(
         [ex], features, starts, ends, version_2_with_negative=True,
         null_score_diff_threshold=-2.0)
     assert predictions == {"q": ""}
@@ -281,11 +281,11 @@ def test_decoding_checks_shapes():
     ex = qa_data.QAExample("q", "?", "AB", [])
     features, _ = qa_data.make_features([ex], [_char_tokens("AB")], 8, 2, 2, CLS, SEP, PAD)
     with pytest.raises(ValueError, match="1 features but 2 start"):
-        squad_predictions.postprocess_predictions([ex], features, np.zeros((2, 8)),
-                                                  np.zeros((2, 8)))
+        qa_predictions.postprocess_predictions([ex], features, np.zeros((2, 8)),
+                                               np.zeros((2, 8)))
 
 
-# --- run_squad end to end --------------------------------------------------------------------
+# --- run_qa end to end -----------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -305,14 +305,14 @@ def _tiny_run(output_dir, config_file, vocab_file, **overrides):
                   max_train_examples=64, max_eval_examples=24, num_train_epochs=1,
                   train_batch_size=16, eval_batch_size=32, learning_rate=1e-3, verbose=0)
     values.update(overrides)
-    return qa_task.SquadConfig(**values)
+    return qa_task.QAConfig(**values)
 
 
 @pytest.mark.slow  # 16 s alone, up to 2 minutes late in the full suite; the fast end-to-end
 # library run is tests/test_google_squad.py::test_run_squad_google_style_library
 def test_run_squad_builtin_end_to_end_and_reload(tmp_path, tiny_bert_config, chinese_vocab_file):
     out = tmp_path / "qa"
-    results = qa_task.run_squad(_tiny_run(out, tiny_bert_config, chinese_vocab_file))
+    results = qa_task.run_qa(_tiny_run(out, tiny_bert_config, chinese_vocab_file))
     for split in ("dev", "test"):
         assert results[split]["scoring"] == "cmrc2018" and results[split]["total"] == 24
         assert 0.0 <= results[split]["exact_match"] <= results[split]["f1"] <= 100.0
@@ -348,8 +348,8 @@ def test_run_squad_builtin_end_to_end_and_reload(tmp_path, tiny_bert_config, chi
         "task": "qa", "max_seq_length": 64, "max_query_length": 24, "doc_stride": 24,
         "max_answer_length": 30, "version_2_with_negative": False}
     # Eval/predict only, from the saved model: the same predictions.
-    again = qa_task.run_squad(_tiny_run(tmp_path / "again", None, None, do_train=False,
-                                        init_checkpoint=str(out / "model")))
+    again = qa_task.run_qa(_tiny_run(tmp_path / "again", None, None, do_train=False,
+                                     init_checkpoint=str(out / "model")))
     assert again["test"] == results["test"]
     assert json.loads((tmp_path / "again" / "predictions.json").read_text("utf-8")) == predictions
 
@@ -395,7 +395,7 @@ def test_run_squad_bad_answer_error_names_the_question(tmp_path, tiny_bert_confi
     config = _tiny_run(tmp_path / "out", tiny_bert_config, chinese_vocab_file, train_file=path,
                        dev_file=path, do_predict=False, on_bad_answer="error")
     with pytest.raises(ValueError, match="bad-1.*does not occur in the context"):
-        qa_task.run_squad(config)
+        qa_task.run_qa(config)
 
 
 def test_run_squad_v2_data_needs_the_v2_flag(tmp_path, tiny_bert_config, chinese_vocab_file):
@@ -404,11 +404,11 @@ def test_run_squad_v2_data_needs_the_v2_flag(tmp_path, tiny_bert_config, chinese
     config = _tiny_run(tmp_path / "out", tiny_bert_config, chinese_vocab_file, train_file=path,
                        dev_file=path, do_predict=False)
     with pytest.raises(ValueError, match="'no-answer'.*needs version_2_with_negative"):
-        qa_task.run_squad(config)
+        qa_task.run_qa(config)
 
 
 def test_squad_config_validates():
     with pytest.raises(ValueError, match="max_seq_length \\(64\\) must be greater"):
-        qa_task.SquadConfig(output_dir="x", max_seq_length=64, max_query_length=61)
+        qa_task.QAConfig(output_dir="x", max_seq_length=64, max_query_length=61)
     with pytest.raises(ValueError, match="on_bad_answer"):
-        qa_task.SquadConfig(output_dir="x", on_bad_answer="ignore")
+        qa_task.QAConfig(output_dir="x", on_bad_answer="ignore")

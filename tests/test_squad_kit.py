@@ -13,8 +13,8 @@ import pytest
 
 from tfbert.data import squad as qa_data
 from tfbert.evaluation import squad as metrics
-from tfbert.tasks import squad as qa_task
-from tfbert.tasks import squad_predictions
+from tfbert.tasks import qa as qa_task
+from tfbert.tasks import qa_predictions
 
 CMRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "cmrc2018")
 
@@ -126,7 +126,7 @@ def test_best_null_threshold_cmrc_scoring_and_checks():
 def test_threshold_source_order():
     def source(metadata=None, dev=True, **config):
         return qa_task.null_threshold_source(
-            qa_task.SquadConfig(output_dir="x", **config), metadata, dev)
+            qa_task.QAConfig(output_dir="x", **config), metadata, dev)
 
     assert source(null_score_diff_threshold=0.0, metadata={"null_score_diff_threshold": -2.0}) \
         == (0.0, "flag")  # given explicitly, 0.0 included, it wins
@@ -134,7 +134,7 @@ def test_threshold_source_order():
     assert source({}) == (None, "tuned_on_dev")
     assert source({}, dev=False) == (0.0, "default")
     with pytest.raises(ValueError, match="finite"):
-        qa_task.SquadConfig(output_dir="x", null_score_diff_threshold=float("inf"))
+        qa_task.QAConfig(output_dir="x", null_score_diff_threshold=float("inf"))
 
 
 # --- CMRC 2018 ---------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def test_cmrc_character_offsets_survive_features_and_decoding(chinese_vocab_file
     for row, f in enumerate(features):
         if f.start_position:
             starts[row, f.start_position] = ends[row, f.end_position] = 5.0
-    predictions, nbest, _ = squad_predictions.postprocess_predictions(
+    predictions, nbest, _ = qa_predictions.postprocess_predictions(
         data.examples, features, starts, ends, n_best_size=5, max_answer_length=20)
     for ex in data.examples:
         best = nbest[ex.qas_id][0]
@@ -248,7 +248,7 @@ def qa_export(tmp_path_factory, chinese_vocab_file):
               for k in ("input_ids", "input_mask", "segment_ids")}
     out = model(inputs, training=False)
     logits = out["start_logits"].numpy(), out["end_logits"].numpy()
-    answers, nbest, odds = squad_predictions.postprocess_predictions(
+    answers, nbest, odds = qa_predictions.postprocess_predictions(
         examples, features, *logits, 20, ANSWER, True, float("inf"))
     finite = sorted(v for v in odds.values() if v < 1e6)  # between the two largest: one ""
     threshold = (finite[-1] + finite[-2]) / 2
@@ -290,7 +290,7 @@ def test_export_ids_signature_applies_the_stored_threshold(qa_export):
     for i, r in enumerate(rows):
         f = qa_export["features"][r]
         f = dataclasses.replace(f, token_is_max_context=f.token_start_char >= 0)
-        nbest, null = squad_predictions.decode_example(
+        nbest, null = qa_predictions.decode_example(
             qa_export["examples"][f.example_index], [f], [qa_export["logits"][0][r]],
             [qa_export["logits"][1][r]], 20, ANSWER, True)
         best = next((c for c in nbest if c.text), None)
@@ -373,7 +373,7 @@ def test_exported_saved_model_windows_like_training(qa_export, tmp_path):
     _check_text_outputs(got, qa_export)
 
 
-# --- run_squad: tuned on dev, stored, reused -----------------------------------------------------
+# --- run_qa: tuned on dev, stored, reused --------------------------------------------------------
 
 
 @pytest.mark.slow  # three tiny runs (train, predict, predict); the parts are tested above
@@ -389,7 +389,7 @@ def test_run_squad_v2_tunes_stores_and_reuses_the_threshold(tmp_path, chinese_vo
     common = dict(max_seq_length=64, doc_stride=32, max_query_length=24, max_eval_examples=24,
                   eval_batch_size=64, version_2_with_negative=True, do_predict=False, verbose=0)
     out = tmp_path / "qa"
-    results = qa_task.run_squad(qa_task.SquadConfig(
+    results = qa_task.run_qa(qa_task.QAConfig(
         output_dir=str(out), bert_config_file=str(config_file), vocab_file=chinese_vocab_file,
         max_train_examples=32, num_train_epochs=1, train_batch_size=16, learning_rate=1e-3,
         **common))
@@ -419,13 +419,13 @@ def test_run_squad_v2_tunes_stores_and_reuses_the_threshold(tmp_path, chinese_vo
     assert metadata["null_score_diff_threshold"] == threshold
     assert metadata["null_score_diff_threshold_source"] == "tuned_on_dev"
     assert load_for_export(str(out / "model"))[2].null_score_diff_threshold == threshold
-    again = qa_task.run_squad(qa_task.SquadConfig(
+    again = qa_task.run_qa(qa_task.QAConfig(
         output_dir=str(tmp_path / "again"), do_train=False, init_checkpoint=str(out / "model"),
         **common))
     assert again["null_score_diff_threshold"] == {"value": threshold, "source": "model"}
     assert again["dev"] == results["dev"]
     # An explicit threshold wins, 0.0 included (google-research/bert's command lines).
-    flag = qa_task.run_squad(qa_task.SquadConfig(
+    flag = qa_task.run_qa(qa_task.QAConfig(
         output_dir=str(tmp_path / "flag"), do_train=False, init_checkpoint=str(out / "model"),
         null_score_diff_threshold=0.0, **common))
     assert flag["null_score_diff_threshold"] == {"value": 0.0, "source": "flag"}

@@ -151,7 +151,7 @@ def test_int8_accuracy_within_one_point_on_sentiment(tmp_path, chinese_vocab_fil
     import json
 
     from tfbert.export import export_model
-    from tfbert.tasks.classifier import ClassifierConfig, run_classifier
+    from tfbert.tasks.classification import ClassificationConfig, run_classification
 
     config_file = tmp_path / "bert_config.json"
     vocab_size = len(open(chinese_vocab_file, encoding="utf-8").readlines())
@@ -159,7 +159,7 @@ def test_int8_accuracy_within_one_point_on_sentiment(tmp_path, chinese_vocab_fil
         "vocab_size": vocab_size, "hidden_size": 128, "num_hidden_layers": 2,
         "num_attention_heads": 4, "intermediate_size": 256, "max_position_embeddings": 128,
         "type_vocab_size": 2, "hidden_act": "gelu"}))
-    run_classifier(ClassifierConfig(
+    run_classification(ClassificationConfig(
         output_dir=str(tmp_path / "run"), task_name="sentiment",
         bert_config_file=str(config_file), vocab_file=chinese_vocab_file, max_seq_length=64,
         train_batch_size=32, num_train_epochs=2, learning_rate=5e-4, do_predict=False,

@@ -14,9 +14,9 @@ from absl import flags
 
 from tfbert import BertConfig
 from tfbert.errors import UserError
-from tfbert.tasks.classifier import ClassifierConfig
+from tfbert.tasks.classification import ClassificationConfig
 from tfbert.tasks.ner import NerConfig
-from tfbert.tasks.squad import SquadConfig
+from tfbert.tasks.qa import QAConfig
 from tfbert.training import model_source, runtime
 from tfbert.training.config import RunConfig, field_help
 from tfbert.training.finetune import TaskConfig
@@ -38,7 +38,7 @@ def test_every_field_has_help_and_one_set_of_defaults():
     assert differ == {"output_dir", "learning_rate", "eval_batch_size", "mixed_precision"}
     assert pretrain.seed == task.seed == 12345 and pretrain.verbose is task.verbose is None
     # A subclass that only changes a default keeps the base's help.
-    assert field_help(SquadConfig, "max_seq_length") == field_help(RunConfig, "max_seq_length")
+    assert field_help(QAConfig, "max_seq_length") == field_help(RunConfig, "max_seq_length")
 
 
 def test_flags_follow_the_fields():
@@ -55,7 +55,7 @@ def test_flags_follow_the_fields():
     with pytest.raises(flags.IllegalFlagValueError):
         values["max_seq_length"].parse("1")
     tasks = flags.FlagValues()
-    common_flags.define_config_flags(SquadConfig, tasks)
+    common_flags.define_config_flags(QAConfig, tasks)
     assert tasks["max_seq_length"].default == 384 and tasks["seed"].default == 12345
     assert "doc_stride" not in tasks  # the task's own options are its script's flags
 
@@ -109,9 +109,9 @@ def test_default_learning_rate_follows_the_model(task, tmp_path):
     bert-tiny's width (5e-5 leaves the built-in tiny model untrained in a short run), BERT's
     5e-5 from a wider checkpoint or for a BERT-base-wide model; a given rate always wins."""
     config_cls, common = {
-        "classifier": (ClassifierConfig, {"task_name": "sentiment"}),
+        "classifier": (ClassificationConfig, {"task_name": "sentiment"}),
         "ner": (NerConfig, {"task_name": "people_daily"}),
-        "squad": (SquadConfig, {}),
+        "squad": (QAConfig, {}),
     }[task]
     common = dict(common, output_dir=str(tmp_path / "o"))
     small = str(tmp_path / "bert_config.json")

@@ -53,15 +53,20 @@ from tfbert.data.classification import BUILTIN_TASKS
 from tfbert.data.windows import LONG_INPUT
 from tfbert.fileio import json_text
 from tfbert.tasks import registry
-from tfbert.tasks.classifier import BEST_METRICS, MULTI_LABEL_BEST_METRICS, TASK, ClassifierConfig
+from tfbert.tasks.classification import (
+    BEST_METRICS,
+    MULTI_LABEL_BEST_METRICS,
+    TASK,
+    ClassificationConfig,
+)
 
-_D = ClassifierConfig(output_dir="unused", task_name="sentiment")  # defaults of its own flags
+_D = ClassificationConfig(output_dir="unused", task_name="sentiment")  # defaults of its own flags
 # Tasks of their own that this command runs by --task_name (sts-b: tfbert/tasks/regression.py).
 _OTHER_TASKS = {name: task for task in registry.tasks() if task.command == "classifier"
                 for name in task.task_names}
 
 common_flags.define_finetune_flags(
-    ClassifierConfig, train_help="Training data: TSV, CSV or JSONL (text, label[, text_b]).",
+    ClassificationConfig, train_help="Training data: TSV, CSV or JSONL (text, label[, text_b]).",
     dev_help="Dev data, scored after every epoch (best epoch kept).",
     test_help="Test data (labels optional: predictions only).")
 flags.DEFINE_enum("task_name", None, [*BUILTIN_TASKS, *task_folders.TASKS, *_OTHER_TASKS],
@@ -76,17 +81,17 @@ flags.DEFINE_string("data_dir", None, "The benchmark task's folder (--task_name;
                     "docs/tasks.md). With it do_train/do_eval/do_predict are off unless given.")
 flags.DEFINE_string("xnli_language", _D.xnli_language, "XNLI's language: trains on "
                     "multinli/multinli.train.LANG.tsv, scores the LANG rows of xnli.dev.tsv.")
-common_flags.define_field_flag(ClassifierConfig, "predict_batch_size", "Test prediction batch "
+common_flags.define_field_flag(ClassificationConfig, "predict_batch_size", "Test prediction batch "
                                "(default --eval_batch_size).")
 common_flags.define_google_tpu_flags()
 flags.DEFINE_string("tfds_name", None, "TensorFlow Datasets name, e.g. glue/mrpc (the data must "
                     "be in --tfds_data_dir already).")
 flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory.")
 flags.DEFINE_list("tfds_splits", list(_D.tfds_splits), "TFDS train,dev,test split names.")
-common_flags.define_field_flag(ClassifierConfig, "head_hidden_layers", "Dense ReLU layers "
+common_flags.define_field_flag(ClassificationConfig, "head_hidden_layers", "Dense ReLU layers "
                                "between the pooled output and the logits.")
-common_flags.define_field_flag(ClassifierConfig, "head_hidden_size", "Width of those layers.")
-common_flags.define_field_flag(ClassifierConfig, "dropout", "Dropout in the classification "
+common_flags.define_field_flag(ClassificationConfig, "head_hidden_size", "Width of those layers.")
+common_flags.define_field_flag(ClassificationConfig, "dropout", "Dropout in the classification "
                                "head.")
 flags.DEFINE_string("best_metric", None, "Dev metric that picks the epoch kept: "
                     f"{' or '.join(BEST_METRICS)} (default {BEST_METRICS[0]}); with "
@@ -134,7 +139,7 @@ def main(argv: list[str]) -> None:
     if task is TASK:
         overrides["tfds_splits"] = tuple(FLAGS.tfds_splits)
     else:
-        common_flags.refuse_flags_outside(ClassifierConfig, task.config_class,
+        common_flags.refuse_flags_outside(ClassificationConfig, task.config_class,
                                           f"--task_name={task_name}")
     config = common_flags.config_from_flags(task.config_class, task_name=task_name, **overrides)
     results = common_flags.run_task(task.run, config, task.name, config.best_metric)

@@ -168,7 +168,7 @@ def run_task(run_fn: Callable[[Any], dict[str, Any]], config: Any, task: str,
     `tfbert.training.grid.run_grid` over it (its table printed); returns the results.
 
     Args:
-        run_fn: the task runner (run_classifier, run_ner, run_squad).
+        run_fn: the task runner (run_classification, run_ner, run_qa).
         config: its config, from the flags (each grid flag at its first value).
         task: str. The manifest's task ("classification", "ner", "qa").
         metric: str. The dev metric that picks the best combination.
@@ -292,7 +292,7 @@ def define_finetune_flags(cls: type, train_help: str, dev_help: str, test_help: 
     finetune) with the task's defaults (from `cls`, a TaskConfig subclass), and its data files.
 
     Args:
-        cls: a TaskConfig subclass (e.g. ClassifierConfig), whose defaults the flags take.
+        cls: a TaskConfig subclass (e.g. ClassificationConfig), whose defaults the flags take.
         train_help, dev_help, test_help: str. What the task's data files hold.
     """
     global _takes_grid

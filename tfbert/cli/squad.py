@@ -43,12 +43,12 @@ from absl import app, flags
 
 from tfbert.cli import common_flags
 from tfbert.fileio import json_text
-from tfbert.tasks.squad import TASK, SquadConfig
+from tfbert.tasks.qa import TASK, QAConfig
 
-_D = SquadConfig(output_dir="unused")  # defaults of its own flags
+_D = QAConfig(output_dir="unused")  # defaults of its own flags
 
 common_flags.define_finetune_flags(
-    SquadConfig, train_help="SQuAD-format training JSON (v1.1, v2.0 or CMRC2018). Without any "
+    QAConfig, train_help="SQuAD-format training JSON (v1.1, v2.0 or CMRC2018). Without any "
     "data file: the built-in People's Daily QA set.",
     dev_help="SQuAD-format dev JSON, scored after every epoch (the best epoch by F1 is kept).",
     test_help="SQuAD-format test JSON (answers optional: predictions only).")
@@ -75,7 +75,7 @@ flags.DEFINE_integer("n_best_size", _D.n_best_size, "Candidate answers per windo
 flags.DEFINE_bool("version_2_with_negative", _D.version_2_with_negative, "SQuAD v2.0: some "
                   "questions have no answer (the built-in set then makes a third unanswerable).")
 common_flags.define_field_flag(
-    SquadConfig, "null_score_diff_threshold", "v2.0: answer \"\" when null score - best span "
+    QAConfig, "null_score_diff_threshold", "v2.0: answer \"\" when null score - best span "
     "score exceeds this. Given (0.0 included), it is used as given, as in google-research/bert. "
     "Not given: a saved model's own threshold when predicting with --nodo_train, else the one "
     "with the best dev F1 (evaluate-v2.0.py's search; stored with the model, used by its "

@@ -17,7 +17,7 @@ question is kept for scoring by text but not trained on ("unmatched_answer"). A 
 text is empty or blank is not trained on; in dev/test it is predicted (from the context alone)
 and scored like any other, as SQuAD's evaluation script counts every question
 ("empty_question"). Nothing is dropped silently; `SquadData.problems` lists the ids by kind and
-run_squad's results.json counts them under "data". A file without any question, a question or
+run_qa's results.json counts them under "data". A file without any question, a question or
 context that is not a JSON string, and a malformed structure are errors naming the file.
 
 Windowing examples into model features is `tfbert.data.qa_features`; the built-in Chinese QA
@@ -304,7 +304,7 @@ def gold_answers(examples: Iterable[QAExample]) -> dict[str, list[str]]:
     return {ex.qas_id: [a["text"] for a in ex.answers] for ex in examples if ex.has_gold}
 
 
-# tfbert/tasks/squad.py and the tests reach the built-in QA set and the feature windowing as
+# tfbert/tasks/qa.py and the tests reach the built-in QA set and the feature windowing as
 # attributes of this module (`qa_data.make_dataset(...)`); those modules import this one, so the
 # names load on first use.
 _ELSEWHERE = {

@@ -1,5 +1,5 @@
 """The answer-span search of extractive QA, in TensorFlow ops: one implementation for training's
-decoding (`tfbert.tasks.squad`, called eagerly on numpy logits) and the SavedModel's
+decoding (`tfbert.tasks.qa`, called eagerly on numpy logits) and the SavedModel's
 (`tfbert.export.saved_model`, inside the serving graph).
 
 It follows Google's run_squad.py `write_predictions`: take the `n_best_size` best start and the

@@ -38,8 +38,8 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
     """Loads a model directory and works out what its export looks like.
 
     Args:
-        model_dir: str. A tfbert directory from save_pretrained (fine-tuned run_classifier /
-            run_ner / run_squad output, or a pretrained model such as run_pretraining's
+        model_dir: str. A tfbert directory from save_pretrained (fine-tuned run_classification /
+            run_ner / run_qa output, or a pretrained model such as run_pretraining's
             model/, which exports its encoder), or any checkpoint
             `tfbert.from_pretrained` reads: a fine-tuned Hugging Face or Google one exports
             its task head (HF's id2label as the label names), others the encoder. Must hold

@@ -89,7 +89,7 @@ class ExportSpec:
         lower_case: bool. Tokenizer lower-casing (the model's vocab flavour).
         max_query_length: int. QA: question pieces kept.
         max_answer_length: int. QA: longest answer, in pieces.
-        n_best_size: int. QA: start/end candidates considered (as run_squad).
+        n_best_size: int. QA: start/end candidates considered (as run_qa).
         version_2_with_negative: bool. QA: may answer "" (SQuAD v2.0).
         null_score_diff_threshold: float. QA v2.0: answer "" when null - best > this.
         multi_label: bool. Classification with independent labels (sigmoid outputs).

@@ -1,4 +1,4 @@
-"""One library call per command line: run_classifier, run_ner, run_squad.
+"""One library call per command line: run_classification, run_ner, run_qa.
 
 Each `tfbert.tasks.<task>` module holds a config dataclass (the script's flags) and the function
 the script calls, so a test or a notebook can run the same thing with a tiny config.

@@ -288,9 +288,9 @@ def default_learning_rate(config: TaskConfig) -> float:
     neither the run fails later for want of a model, and 5e-5 is returned).
 
     Example:
-    >>> from tfbert.tasks.classifier import ClassifierConfig
-    >>> default_learning_rate(ClassifierConfig(output_dir="o", task_name="sentiment",
-    ...                                        preset="bert-base-uncased"))
+    >>> from tfbert.tasks.classification import ClassificationConfig
+    >>> default_learning_rate(ClassificationConfig(output_dir="o", task_name="sentiment",
+    ...                                            preset="bert-base-uncased"))
     5e-05
     """
     if config.init_checkpoint:

@@ -3,8 +3,8 @@
 BERT's fine-tuning advice (Devlin et al., 2018, A.3) is a small grid: batch 16 or 32, 2-4
 epochs, learning rate 2e-5 .. 5e-5, picked by the dev set. Two forms:
 
-    # a task runner (run_classifier, run_ner, run_squad) and its config
-    results = run_grid(run_classifier, ClassifierConfig(output_dir="out/sentiment", ...),
+    # a task runner (run_classification, run_ner, run_qa) and its config
+    results = run_grid(run_classification, ClassificationConfig(output_dir="out/sentiment", ...),
                        {"learning_rate": [2e-5, 3e-5, 5e-5], "train_batch_size": [16, 32]})
     results["grid"]["best"]                    # the chosen combination's name
 
@@ -280,14 +280,14 @@ def search(train_and_score: Callable[..., Mapping[str, Any]],
 def run_grid(run_fn: Callable[[Any], dict[str, Any]], base_config: Any,
              grid: Mapping[str, Sequence[Any]], metric: str | None = None,
              higher_is_better: bool = True, task: str = "grid") -> dict[str, Any]:
-    """Runs a task runner (run_classifier, run_ner, run_squad) once per combination of the grid
+    """Runs a task runner (run_classification, run_ner, run_qa) once per combination of the grid
     and leaves the best combination's run in base_config.output_dir (see the module docstring).
 
     Args:
         run_fn: callable(config) -> results dict, a task runner that writes its outputs to
             config.output_dir (`tfbert.training.finetune.task_run`) with results "dev",
             "test" and "train" ({"best_epoch", "history"}).
-        base_config: a TaskConfig (e.g. ClassifierConfig). What every combination shares; its
+        base_config: a TaskConfig (e.g. ClassificationConfig). What every combination shares; its
             seed is every combination's.
         grid: dict. Config field -> list of values, e.g. {"learning_rate": [2e-5, 5e-5]}.
         metric: str or None. The dev metric to pick by; default the config's best_metric where
@@ -306,7 +306,7 @@ def run_grid(run_fn: Callable[[Any], dict[str, Any]], base_config: Any,
             metric.
 
     Example:
-    >>> results = run_grid(run_classifier, ClassifierConfig(  # doctest: +SKIP
+    >>> results = run_grid(run_classification, ClassificationConfig(  # doctest: +SKIP
     ...     output_dir="out/sentiment", task_name="sentiment", init_checkpoint="model/"),
     ...     {"learning_rate": [2e-5, 3e-5, 5e-5], "num_train_epochs": [3, 4]})
     """

@@ -1,4 +1,4 @@
-"""The extractive QA head's export: the best answer span of the context, as run_squad reads it.
+"""The extractive QA head's export: the best answer span of the context, as run_qa reads it.
 
 Shape legend: B = batch, T = max_seq_length. `text` is the question and `text_b` the context.
 serving_default and serve_ids return start_logits/end_logits [B, T], score [B] float32 (start +
