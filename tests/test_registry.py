@@ -46,6 +46,35 @@ def test_register_refuses_clashes():
         registry.register(registry.Task("qa", tfbert.BertClassifier, export="qa"))
 
 
+def test_module_paths_of_older_imports_give_the_task_modules_objects():
+    """tfbert.tasks.classifier/_outputs and squad/_predictions re-export the objects of the
+    modules named after their task, under both names; each task is registered once."""
+    from tfbert.tasks import (
+        classification,
+        classification_outputs,
+        classifier,
+        classifier_outputs,
+        qa,
+        qa_predictions,
+        squad,
+        squad_predictions,
+    )
+
+    assert squad.SquadConfig is squad.QAConfig is qa.QAConfig
+    assert squad.run_squad is squad.run_qa is qa.run_qa
+    assert squad.postprocess_predictions is qa_predictions.postprocess_predictions
+    assert squad_predictions.decode_example is qa_predictions.decode_example
+    assert classifier.ClassifierConfig is classifier.ClassificationConfig \
+        is classification.ClassificationConfig
+    assert classifier.run_classifier is classifier.run_classification \
+        is classification.run_classification
+    assert classifier_outputs.write_predictions is classification_outputs.write_predictions
+    assert squad.TASK is qa.TASK is registry.get("qa")
+    assert classifier.TASK is classification.TASK is registry.get("classification")
+    names = [t.name for t in registry.tasks()]
+    assert len(names) == len(set(names)), names
+
+
 
 def test_every_task_names_a_serving_head():
     """Each task's `export` is a module of tfbert/export/heads/ whose HEAD carries that name;
