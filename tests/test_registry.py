@@ -22,7 +22,8 @@ def test_builtin_tasks_name_their_model_class_and_export_head():
                    "classification": (tfbert.BertClassifier, "classification"),
                    "ner": (tfbert.BertTokenClassifier, "ner"),
                    "qa": (tfbert.BertSpanLabeler, "qa"),
-                   "regression": (tfbert.BertRegressor, "regression")}
+                   "regression": (tfbert.BertRegressor, "regression"),
+                   "embedding": (tfbert.BertSentenceEncoder, "embedding")}
     assert registry.find("BertSpanLabeler") is registry.get("qa")
     assert registry.find("NoSuchModel") is None
     with pytest.raises(KeyError, match="no task 'sst2'"):
@@ -81,7 +82,7 @@ def test_every_task_names_a_serving_head():
     an unknown head is refused with the ones there are."""
     from tfbert.export import heads
 
-    assert heads.names() == ("classification", "encoder", "ner", "qa", "regression")
+    assert heads.names() == ("classification", "embedding", "encoder", "ner", "qa", "regression")
     for task in registry.tasks():
         head = heads.get(task.export)
         assert issubclass(head, heads.ServingHead) and head.name == task.export

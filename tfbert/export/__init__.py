@@ -89,10 +89,11 @@ def load_for_export(model_dir: str, max_seq_length: int | None = None,
                         f"format (this one is {fmt}); save it with tfbert.save_pretrained first")
     else:
         # A fine-tuned HF or Google checkpoint gives its task model, task and labels (HF's
-        # id2label; Google's carry none), as tfbert.json would.
+        # id2label; Google's carry none), as tfbert.json would; a sentence-transformers
+        # directory its max_seq_length and casing too.
         checkpoint = checkpoints.read_checkpoint(model_dir)
         metadata = {k: v for k, v in (checkpoint.metadata or {}).items()
-                    if k in ("task", "labels")}
+                    if k in ("task", "labels", "max_seq_length", "lower_case")}
         model = pretrained.from_pretrained(checkpoint)
     class_name = type(model).__name__
     try:
