@@ -30,6 +30,7 @@ COMMANDS = {
     "tfbert-classifier": ("tfbert.cli.classifier:entry", "--init_checkpoint"),
     "tfbert-ner": ("tfbert.cli.ner:entry", "--init_checkpoint"),
     "tfbert-squad": ("tfbert.cli.squad:entry", "--doc_stride"),
+    "tfbert-embedding": ("tfbert.cli.embedding:entry", "--loss"),
     "tfbert-export": ("tfbert.export.__main__:entry", "--model_dir"),
     "tfbert-build-vocab": ("tfbert.cli.build_vocab:entry", "--vocab_size"),
     "tfbert-create-pretraining-data": ("tfbert.cli.create_pretraining_data:entry",
@@ -124,7 +125,7 @@ def test_wheel_metadata(wheel_file):
             extras.setdefault(extra, {})[r.name] = r
     assert set(core) == {"tensorflow", "tensorflow-text", "keras", "keras-hub",
                          "tensorflow-datasets", "safetensors", "numpy", "absl-py", "tqdm",
-                         "jieba", "snownlp"}
+                         "jieba", "snownlp", "bm25s"}
     for r in core.values():  # compatible ranges: a floor and a ceiling
         assert {s.operator for s in r.specifier} == {">=", "<"}, r
     assert set(extras) == {"test", "bench", "jax"}
