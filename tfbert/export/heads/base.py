@@ -108,3 +108,22 @@ class ServingHead:
         """The ids-in TFLite model's outputs from the Keras model's (no strings: TFLite has no
         string outputs); `continuation`: bool [V], the id is a "##" piece."""
         raise NotImplementedError
+
+
+class SingleOutputHead(ServingHead):
+    """A head whose model returns one float tensor, served as it is under the name `output`
+    (the regression score, the sentence embedding)."""
+
+    output: ClassVar[str] = ""
+
+    def model_outputs(self, outputs: Any, seq_length: int) -> dict[str, tf.Tensor]:
+        return {self.output: tf.cast(outputs, tf.float32)}
+
+    def decode(self, inputs: dict[str, tf.Tensor] | None, outputs: dict[str, tf.Tensor],
+               chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
+        return {self.output: outputs[self.output]}
+
+    @classmethod
+    def tflite_outputs(cls, model: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor],
+                       outputs: Any, continuation: tf.Tensor) -> dict[str, tf.Tensor]:
+        return {cls.output: tf.cast(outputs, tf.float32)}

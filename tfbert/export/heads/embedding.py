@@ -9,27 +9,12 @@ as sentence-transformers cuts them.
 
 from __future__ import annotations
 
-from typing import Any
-
-import tensorflow as tf
-
-from tfbert.export.heads.base import ServingHead
+from tfbert.export.heads.base import SingleOutputHead
 
 
-class EmbeddingHead(ServingHead):
+class EmbeddingHead(SingleOutputHead):
     name = "embedding"
-
-    def model_outputs(self, outputs: Any, seq_length: int) -> dict[str, tf.Tensor]:
-        return {"embeddings": tf.cast(outputs, tf.float32)}  # [B, D]
-
-    def decode(self, inputs: dict[str, tf.Tensor] | None, outputs: dict[str, tf.Tensor],
-               chars: dict[str, tf.Tensor] | None) -> dict[str, tf.Tensor]:
-        return {"embeddings": outputs["embeddings"]}
-
-    @classmethod
-    def tflite_outputs(cls, model: Any, spec: Any, inputs: dict[str, tf.Tensor], outputs: Any,
-                       continuation: tf.Tensor) -> dict[str, tf.Tensor]:
-        return {"embeddings": tf.cast(outputs, tf.float32)}
+    output = "embeddings"  # [B, D]
 
 
 HEAD = EmbeddingHead
