@@ -1,7 +1,10 @@
-"""One library call per command line: run_classification, run_ner, run_qa.
+"""The tasks, one module each: classification, regression (STS-B), ner, qa, embedding, and the
+encoder and pretraining tasks (tfbert/tasks/pretraining.py).
 
-Each `tfbert.tasks.<task>` module holds a config dataclass (the script's flags) and the function
-the script calls, so a test or a notebook can run the same thing with a tiny config.
+Each `tfbert.tasks.<task>` module holds a config dataclass (the script's flags), the function
+the script calls (run_classification, run_regression, run_ner, run_qa, run_embedding), so a test
+or a notebook can run the same thing with a tiny config, and its `TASK` declaration
+(`tfbert.tasks.base.Task`), which `tfbert.tasks.registry` collects.
 """
 
 from tfbert._lazy import lazy_names
