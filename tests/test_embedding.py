@@ -92,3 +92,37 @@ def test_run_embedding_learns_what_bm25_cannot_see(tmp_path, chinese_vocab_file)
     assert results["train"]["num_train_steps"] == 96
     metadata = json.loads((out / "model" / "tfbert.json").read_text(encoding="utf-8"))
     assert (metadata["task"], metadata["model_class"]) == ("embedding", "BertSentenceEncoder")
+
+
+def test_export_serves_embeddings_and_similarity(tmp_path, chinese_vocab_file):
+    """A saved sentence encoder's SavedModel: serving_default gives the Keras vectors for raw
+    text, similarity gives their cosine matrix for queries against passages."""
+    import tensorflow as tf
+
+    import tfbert
+    from tfbert.export import export_model
+    from tfbert.text.preprocessor import BertPreprocessor
+
+    config = tfbert.BertConfig.from_json_file(
+        tiny_config_file(tmp_path / "c.json", chinese_vocab_file, initializer_range=0.2))
+    model = tfbert.BertSentenceEncoder(tfbert.BertEncoder(config), pooling="mean",
+                                       normalize=False)
+    tfbert.save_pretrained(model, str(tmp_path / "model"), vocab_file=chinese_vocab_file,
+                           metadata={"task": "embedding", "max_seq_length": 16,
+                                     "lower_case": True})
+    result = export_model(str(tmp_path / "model"), str(tmp_path / "saved" / "1"), check=False)
+    assert set(result["signatures"]) == {"serving_default", "serve_ids", "similarity"}
+    assert result["signatures"]["similarity"]["inputs"] == ["passages", "queries"]
+    loaded = tf.saved_model.load(result["export_dir"])
+    queries, passages = ["北京天气很好", "今天下雨"], ["天气预报", "北京新闻", "下雨了"]
+    served = loaded.signatures["serving_default"](text=tf.constant(queries))["embeddings"]
+    want = model(BertPreprocessor(chinese_vocab_file, 16)(tf.constant(queries)))
+    np.testing.assert_allclose(served.numpy(), want.numpy(), atol=1e-5)
+    p = model(BertPreprocessor(chinese_vocab_file, 16)(tf.constant(passages))).numpy()
+    q = want.numpy()
+    cosine = (q / np.linalg.norm(q, axis=-1, keepdims=True)) @ (
+        p / np.linalg.norm(p, axis=-1, keepdims=True)).T
+    scores = loaded.signatures["similarity"](queries=tf.constant(queries),
+                                             passages=tf.constant(passages))["scores"]
+    assert scores.shape == (2, 3)
+    np.testing.assert_allclose(scores.numpy(), cosine, atol=1e-5)

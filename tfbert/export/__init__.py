@@ -239,9 +239,7 @@ def export_model(model_dir: str, export_dir: str, tflite: Sequence[str] = (),
             "replaced": replaced, "task": spec.task, "max_seq_length": spec.seq_length,
             "dtype": dtype, "cpu_streams": cpu_streams, "jit_compile": jit_compile,
             "target_cpu": kind, "forms": forms.name,
-            "signatures": signature_summary({
-                "serving_default": module.serve_text.get_concrete_function(),
-                "serve_ids": module.serve_ids.get_concrete_function()})}
+            "signatures": signature_summary(module.signatures())}
         if check:
             from tfbert.export.check_serving import check_saved_model  # (as above)
 

@@ -277,6 +277,14 @@ class BertServingModule(tf.Module):
         if spec.has_text_b:
             text_spec.append(tf.TensorSpec([None], tf.string, name="text_b"))
         self.serve_text = tf.function(self._serve_text, input_signature=text_spec)
+        # The head's own signatures beside these two (the sentence encoder's similarity).
+        self.serve_extra = dict(self._objects.head.extra_signatures(self.serve_text))
+
+    def signatures(self) -> dict[str, Any]:
+        """{signature name: concrete function}: serving_default, serve_ids and the head's own."""
+        return {"serving_default": self.serve_text.get_concrete_function(),
+                "serve_ids": self.serve_ids.get_concrete_function(),
+                **{name: f.get_concrete_function() for name, f in self.serve_extra.items()}}
 
     @property
     def _spec(self) -> ExportSpec:
@@ -450,8 +458,7 @@ def export_saved_model(model: Any, export_dir: str, vocab_file: str, spec: Expor
     """
     version_dir = version_folder(export_dir, overwrite)
     module = BertServingModule(model, vocab_file, spec)
-    signatures = {"serving_default": module.serve_text.get_concrete_function(),
-                  "serve_ids": module.serve_ids.get_concrete_function()}
+    signatures = module.signatures()
     record = {**dataclasses.asdict(spec), **(metadata or {}),
               "signatures": signature_summary(signatures)}
 

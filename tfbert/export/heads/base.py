@@ -109,6 +109,12 @@ class ServingHead:
         string outputs); `continuation`: bool [V], the id is a "##" piece."""
         raise NotImplementedError
 
+    def extra_signatures(self, serve_text: Any) -> dict[str, Any]:
+        """{name: tf.function with an input_signature}: the SavedModel signatures this head
+        adds beside serving_default and serve_ids; `serve_text` is serving_default's function.
+        None by default."""
+        return {}
+
 
 class SingleOutputHead(ServingHead):
     """A head whose model returns one float tensor, served as it is under the name `output`
