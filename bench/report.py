@@ -149,6 +149,11 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         ("fit_feed-stream-options-rerun-avx512-epyc-zen4-2026-12-02.json",
          "python -m experiments.fit_feed --run --results FILE"),
     ]),
+    ("Sentence embeddings: search at 10k and 100k passages", [
+        ("search_scale-avx2-epyc-zen3-2026-12-03.json",
+         "python -m experiments.search_scale --model_dir=output/embedding_study/qa_default/model "
+         "--sizes=10000,100000 --output=FILE"),
+    ]),
 ]
 
 
