@@ -165,3 +165,17 @@ def test_hugging_face_regression_head_round_trip(tmp_path, chinese_vocab_file):
     del values["problem_type"]
     (tmp_path / "hf" / "config.json").write_text(json.dumps(values))
     assert type(tfbert.from_pretrained(str(tmp_path / "hf"))) is tfbert.BertRegressor
+
+
+def test_a_sentence_longer_than_csvs_field_limit_reads(tmp_path):
+    """TSV has no quoting, so a field may be longer than Python csv's 131,072 characters (the
+    limit is lifted while the file is read, and restored after)."""
+    import csv as csv_module
+
+    long = "长" * 200_000
+    (tmp_path / "dev.tsv").write_text(HEADER + f"\tscore\n0\tg\tf\ty\to\ts\ts\t{long}\tb\t2.5\n",
+                                      encoding="utf-8")
+    limit = csv_module.field_size_limit()
+    [example] = read_stsb(str(tmp_path), "dev")
+    assert len(example.text) == 200_000 and example.label == "2.5"
+    assert csv_module.field_size_limit() == limit

@@ -36,6 +36,7 @@ valid utf-8 (they decode as gb18030: pass --input_encoding=gb18030)
 from __future__ import annotations
 
 import codecs
+import csv
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -238,3 +239,25 @@ def _too_many(bad: list[tuple[int, str]], lines: int, max_bad_fraction: float) -
 def read_text(path: str, encoding: str = DEFAULT_ENCODING) -> str:
     """A whole text file decoded strictly (BOM dropped); see `read_lines`."""
     return "".join(read_lines(path, encoding))
+
+
+def tsv_rows(path: str, encoding: str = DEFAULT_ENCODING) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of every row of a tab-separated file read as google-research/bert
+    reads one (`csv.reader(f, delimiter="\\t", quotechar=None)`: no quoting, a `"` is text),
+    blank rows included. A row may be of any length: with no quoting there is no runaway field
+    for Python csv's 131,072-character limit to stop, so the limit is lifted while the file is
+    read.
+
+    Raises:
+        UserError: a row csv cannot read, naming the file and line.
+    """
+    reader = csv.reader(read_lines(path, encoding), delimiter="\t", quoting=csv.QUOTE_NONE)
+    previous = csv.field_size_limit(2**31 - 1)  # process-wide: restored when the file is done
+    try:
+        for fields in reader:
+            yield reader.line_num, fields
+    except csv.Error as e:
+        raise UserError(f"{path}:{reader.line_num}: {e}") from None
+    finally:
+        csv.field_size_limit(previous)
+

@@ -24,7 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import logging
@@ -81,13 +80,11 @@ def _tsv_rows(path: str, encoding: str) -> list[tuple[int, list[str]]]:
     """(line number, fields) of every non-blank row; tab-separated, no quoting (as
     google-research/bert's `csv.reader(f, delimiter="\\t", quotechar=None)`)."""
     rows, blank = [], 0
-    reader = csv.reader(textfiles.read_lines(path, encoding), delimiter="\t",
-                        quoting=csv.QUOTE_NONE)
-    for fields in reader:
+    for line, fields in textfiles.tsv_rows(path, encoding):
         if not fields or all(not x.strip() for x in fields):
             blank += 1
             continue
-        rows.append((reader.line_num, fields))
+        rows.append((line, fields))
     if blank:
         logger.warning("%s: skipped %d empty line(s)", path, blank)
     if not rows:

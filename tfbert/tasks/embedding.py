@@ -28,7 +28,6 @@ format="sentence-transformers")` writes sentence-transformers' layout).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import logging
@@ -153,10 +152,14 @@ def read_pairs(path: str, encoding: str = textfiles.DEFAULT_ENCODING) -> Pairs:
                 except json.JSONDecodeError as e:
                     raise UserError(f"{path}:{line_number}: not a JSON object ({e.msg})") from None
     else:
-        reader = csv.DictReader(textfiles.read_lines(path, encoding), delimiter="\t",
-                                quoting=csv.QUOTE_NONE)
-        rows = [(reader.line_num, row) for row in reader if any((v or "").strip()
-                                                                  for v in row.values())]
+        header: list[str] | None = None
+        for line_number, fields in textfiles.tsv_rows(path, encoding):
+            if not any(f.strip() for f in fields):
+                continue
+            if header is None:
+                header = [f.strip() for f in fields]
+            else:
+                rows.append((line_number, dict(zip(header, fields, strict=False))))
     if not rows:
         raise UserError(f"{path}: no pairs")
     keys = set(rows[0][1])

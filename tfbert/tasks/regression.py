@@ -111,9 +111,8 @@ def read_stsb(data_dir: str, split: str, encoding: str = textfiles.DEFAULT_ENCOD
     """
     path = os.path.join(data_dir, f"{split}.tsv")
     textfiles.check_file(path, f"STS-B {split} file")
-    reader = csv.reader(textfiles.read_lines(path, encoding), delimiter="\t",
-                        quoting=csv.QUOTE_NONE)
-    header = next(reader, None)
+    rows = textfiles.tsv_rows(path, encoding)
+    header = next(rows, (0, None))[1]
     wanted = STSB_COLUMNS[split]
     names = [h.strip().lower() for h in header or []]
     if any(name not in names for name in wanted):
@@ -122,10 +121,10 @@ def read_stsb(data_dir: str, split: str, encoding: str = textfiles.DEFAULT_ENCOD
                         f"header row naming {', '.join(wanted)}")
     columns = [names.index(name) for name in wanted]
     examples = []
-    for fields in reader:
+    for line, fields in rows:
         if not any(f.strip() for f in fields):
             continue
-        source = f"{path}:{reader.line_num}"
+        source = f"{path}:{line}"
         if len(fields) <= max(columns):
             raise UserError(f"{source}: {len(fields)} fields, expected {len(names)} as the "
                             "header names")
