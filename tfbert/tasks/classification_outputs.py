@@ -72,11 +72,13 @@ def cross_entropy(label_ids: np.ndarray, probabilities: np.ndarray) -> float:
     return float(-np.mean(np.log(np.maximum(picked, np.finfo(np.float32).tiny))))
 
 
-def write_eval_results(path: str, dev: dict[str, Any], global_step: int) -> None:
-    """google-research/bert's eval_results.txt: sorted `key = value` lines (eval_accuracy,
-    eval_loss, global_step, loss), floats as float32 text (`str`, as GR writes them)."""
-    values = {"eval_accuracy": np.float32(dev["accuracy"]), "eval_loss": np.float32(dev["loss"]),
-              "global_step": int(global_step), "loss": np.float32(dev["loss"])}
+def write_eval_results(path: str, dev: dict[str, Any], global_step: int,
+                       metrics: Sequence[str] = ("accuracy",)) -> None:
+    """google-research/bert's eval_results.txt: sorted `key = value` lines (eval_<metric> for
+    each of `metrics`, eval_loss, global_step, loss), floats as float32 text (`str`, as GR
+    writes them)."""
+    values = {f"eval_{name}": np.float32(dev[name]) for name in (*metrics, "loss")}
+    values.update(global_step=int(global_step), loss=np.float32(dev["loss"]))
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(f"{key} = {values[key]!s}\n" for key in sorted(values))  # GR's str()
     logger.info("wrote %s", path)

@@ -38,6 +38,7 @@ from tfbert.data import classification as data
 from tfbert.errors import UserError
 from tfbert.models.regressor import BertRegressor
 from tfbert.tasks.base import Task
+from tfbert.tasks.classification_outputs import write_eval_results, write_test_results
 from tfbert.text.preprocessor import BertPreprocessor
 from tfbert.training import finetune as ft
 from tfbert.training.config import field
@@ -279,16 +280,16 @@ def _run(config: RegressionConfig, run: Staging) -> dict[str, Any]:
     if config.do_eval and dev and "dev" not in results:
         results["dev"] = regression_metrics(scores(dev), predict(model, "dev"))
     if config.data_dir and config.do_eval and "dev" in results:
-        _write_eval_results(run.path("eval_results.txt"), results["dev"],
-                            results.get("train", {}).get("num_train_steps", global_step))
+        write_eval_results(run.path("eval_results.txt"), results["dev"],
+                           results.get("train", {}).get("num_train_steps", global_step),
+                           metrics=BEST_METRICS)
     if config.do_predict:
         predicted = predict(model, "test")
         if all(e.label is not None for e in test):
             results["test"] = regression_metrics(scores(test), predicted)
         _write_predictions(run.path("test_predictions.tsv"), test, predicted)
-        if config.data_dir:
-            with open(run.path("test_results.tsv"), "w", encoding="utf-8") as f:
-                f.writelines(f"{np.float32(p)!s}\n" for p in predicted)
+        if config.data_dir:  # one column: the predicted score
+            write_test_results(run.path("test_results.tsv"), predicted[:, None])
     for split in ("dev", "test"):
         if split in results:
             logger.info("%s: pearson %.4f, spearman %.4f, mse %.4f", split,
@@ -296,16 +297,6 @@ def _run(config: RegressionConfig, run: Staging) -> dict[str, Any]:
                         results[split]["mse"])
     ft.write_results(run.directory, results)
     return results
-
-
-def _write_eval_results(path: str, dev: dict[str, Any], global_step: int) -> None:
-    """eval_results.txt as google-research/bert writes it: sorted `key = value` lines, floats as
-    float32 text."""
-    values = {"eval_pearson": np.float32(dev["pearson"]),
-              "eval_spearman": np.float32(dev["spearman"]), "eval_loss": np.float32(dev["loss"]),
-              "global_step": int(global_step), "loss": np.float32(dev["loss"])}
-    with open(path, "w", encoding="utf-8") as f:
-        f.writelines(f"{key} = {values[key]!s}\n" for key in sorted(values))
 
 
 def _write_predictions(path: str, examples: Sequence[data.ClassificationExample],
