@@ -149,7 +149,14 @@ def test_run_classifier_script_on_sentiment(tmp_path, chinese_vocab_file):
         assert results[split]["num_examples"] == 40
     assert results["labels"] == ["negative", "positive"]
     assert [h["epoch"] for h in results["train"]["history"]] == [1, 2]
-    assert results["train"]["num_train_steps"] == 12
+    # Length buckets (on by default): 2 epochs of one batch of 16 or fewer per bucket.
+    from tfbert.data import length_buckets
+    from tfbert.text.preprocessor import BertPreprocessor
+
+    packed = BertPreprocessor(chinese_vocab_file, 32)(
+        np.array([e.text for e in data.builtin_examples("sentiment", "train")[:96]]))
+    steps = length_buckets.num_batches(packed["input_mask"].numpy().sum(1), 32, 16)
+    assert results["train"]["num_train_steps"] == 2 * steps >= 12
     with open(out / "test_predictions.tsv", encoding="utf-8", newline="") as f:
         rows = list(csv.reader(f, delimiter="\t"))
     assert rows[0] == ["index", "text", "label", "predicted", "p_negative", "p_positive"]

@@ -318,8 +318,17 @@ def test_run_squad_builtin_end_to_end_and_reload(tmp_path, tiny_bert_config, chi
         assert 0.0 <= results[split]["exact_match"] <= results[split]["f1"] <= 100.0
     assert results["data"]["train"]["examples"] == 64
     assert results["data"]["dev"]["features"] > 24  # long paragraphs give several windows
-    assert results["train"]["num_train_steps"] == math.ceil(
-        results["data"]["train"]["features"] / 16)
+    # Length buckets (on by default): one batch of 16 or fewer per bucket.
+    from tfbert.data import length_buckets
+    from tfbert.text.tokenizer import BertTokenizer
+
+    train = qa_task.load_data(_tiny_run(out, tiny_bert_config, chinese_vocab_file),
+                              str(tmp_path / "data"))["train"].examples
+    features, _ = qa_data.convert_examples([ex for ex in train if ex.trainable],
+                                           BertTokenizer(chinese_vocab_file), 64, 24, 24)
+    assert len(features) == results["data"]["train"]["features"]
+    assert results["train"]["num_train_steps"] == length_buckets.num_batches(
+        [f.input_mask.sum() for f in features], 64, 16) >= math.ceil(len(features) / 16)
     saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert saved["test"]["f1"] == pytest.approx(results["test"]["f1"])
 

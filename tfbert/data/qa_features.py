@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
+from tfbert.data import length_buckets as lb
 from tfbert.data.squad import QAExample
 from tfbert.data.windows import is_max_context, window_spans
 
@@ -203,7 +204,8 @@ def stack_features(features: Sequence[QAFeature]) -> dict[str, np.ndarray]:
 
 
 def make_dataset(features: Sequence[QAFeature], batch_size: int, training: bool = False,
-                 seed: int | None = None, with_labels: bool = True) -> Any:
+                 seed: int | None = None, with_labels: bool = True,
+                 length_buckets: bool = False) -> Any:
     """A tf.data.Dataset of (inputs, labels) batches, or of inputs alone.
 
     Args:
@@ -213,6 +215,11 @@ def make_dataset(features: Sequence[QAFeature], batch_size: int, training: bool 
         seed: int or None. Shuffle seed.
         with_labels: bool. Yield `(inputs, {"start_logits": start [B], "end_logits": end [B]})`
             so the label keys match `BertSpanLabeler`'s outputs; False yields inputs only.
+        length_buckets: bool. Batches of one bucket each, inputs cut to its length
+            (`tfbert.data.length_buckets`; the positions are inside the window, so they hold);
+            without training each input dict carries `example_index` for
+            `tfbert.data.length_buckets.predict_in_order`. False (the library default): every
+            batch [B, max_seq_length] in feature order.
     """
     arrays = stack_features(features)
     inputs = {k: arrays[k] for k in ("input_ids", "input_mask", "segment_ids")}
@@ -221,6 +228,10 @@ def make_dataset(features: Sequence[QAFeature], batch_size: int, training: bool 
         ds = tf.data.Dataset.from_tensor_slices((inputs, labels))
     else:
         ds = tf.data.Dataset.from_tensor_slices(inputs)
+    if length_buckets:
+        return lb.batch_by_length(ds, batch_size, arrays["input_mask"].shape[1],
+                                  shuffle=training, seed=seed,
+                                  lengths=arrays["input_mask"].sum(axis=1))
     if training:
         ds = ds.shuffle(len(features), seed=seed, reshuffle_each_iteration=True)
     return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)

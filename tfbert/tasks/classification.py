@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -340,8 +339,7 @@ def _run(config: ClassificationConfig, run: Staging) -> dict[str, Any]:
             runner, train_ds, loss=loss,
             config=config.finetune_config(config.best_metric, log_dir=run.path("logs")),
             evaluate_fn=(lambda m: score(dev, predict_logits(m, eval_ds["dev"])))
-            if dev else None,
-            steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
+            if dev else None)
         results["train"] = {"learning_rate": config.learning_rate,
                             "num_examples": len(train), "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,
@@ -475,11 +473,12 @@ class _Inputs:
                 sample_weights: np.ndarray | None = None) -> Any:
         """Batches of inputs, or (inputs, targets[, weights]) when `labelled`."""
         seed, multi = self.config.seed, self.config.multi_label
+        buckets = self.config.length_buckets
         if not self.windows:
             return data.make_dataset(examples, self.preprocessor,
                                      self.labels if labelled else None, batch_size,
                                      shuffle=shuffle, seed=seed, multi_label=multi,
-                                     sample_weights=sample_weights)
+                                     sample_weights=sample_weights, length_buckets=buckets)
         features = data.encode_windows(examples, self.tokenizer, self.config.max_seq_length,
                                        self.doc_stride)
         self.stats[split] = features.stats
@@ -487,7 +486,8 @@ class _Inputs:
                     *features.stats.values())
         targets = _targets(examples, self.labels, multi) if labelled else None
         return data.make_window_dataset(features, targets, batch_size, shuffle=shuffle,
-                                        seed=seed, sample_weights=sample_weights)
+                                        seed=seed, sample_weights=sample_weights,
+                                        length_buckets=buckets)
 
 
 TASK = Task("classification", BertClassifier, export="classification", command="classifier",

@@ -40,6 +40,7 @@ import keras
 import numpy as np
 
 from tfbert.data import classification as data
+from tfbert.data.length_buckets import predict_in_order
 from tfbert.fileio import json_text
 
 logger = logging.getLogger(__name__)
@@ -51,9 +52,10 @@ def predict(model: Any, ds: Any) -> np.ndarray:
 
 
 def predict_logits(model: Any, ds: Any) -> np.ndarray:
-    """Logits [N, C] float32 over a dataset of inputs (a document's pooled logits for a
-    WindowPooledClassifier on `make_window_dataset` batches)."""
-    return np.asarray(model.predict(ds, verbose=0), np.float32)
+    """Logits [N, C] float32 over a dataset of inputs, in example order (length-bucketed
+    batches too: `tfbert.data.length_buckets.predict_in_order`); a document's pooled logits
+    for a WindowPooledClassifier on `make_window_dataset` batches."""
+    return np.asarray(predict_in_order(model, ds), np.float32)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

@@ -41,6 +41,7 @@ import tensorflow as tf
 
 from tfbert import textfiles
 from tfbert.data import corpora
+from tfbert.data import length_buckets as lb
 from tfbert.data.qa_builtin import builtin_qa_examples
 from tfbert.errors import UserError
 from tfbert.evaluation.retrieval import bm25_rankings, retrieval_metrics, vector_rankings
@@ -264,21 +265,26 @@ def load_data(config: EmbeddingConfig) -> dict[str, Pairs | None]:
 
 
 class _Embedder:
-    """Texts -> embeddings [N, D] float32 through the preprocessor and a model, in batches."""
+    """Texts -> embeddings [N, D] float32 through the preprocessor and a model, in batches
+    (with `length_buckets`, batches of one length bucket each: `tfbert.data.length_buckets`)."""
 
-    def __init__(self, preprocessor: BertPreprocessor, batch_size: int) -> None:
+    def __init__(self, preprocessor: BertPreprocessor, batch_size: int,
+                 length_buckets: bool = False) -> None:
         self.preprocessor, self.batch_size = preprocessor, batch_size
+        self.length_buckets = length_buckets
 
     def dataset(self, *columns: Sequence[str], shuffle: bool = False, seed: int = 0,
                 scores: np.ndarray | None = None) -> Any:
         """Batches of one input dict (one column), or of {"anchor", "positive"[, "negative"]}
-        dicts (with the scores as targets when given)."""
+        dicts (with the scores as targets when given). With length buckets the texts are
+        packed once (cached), a pair's length is its longest text's, and without shuffle each
+        input dict carries `example_index`."""
         names = RANK_COLUMNS[:len(columns)]
         element: dict[str, Any] = {"texts": tuple(tf.constant(list(c)) for c in columns)}
         if scores is not None:
             element["y"] = tf.constant(scores, tf.float32)
         ds = tf.data.Dataset.from_tensor_slices(element)
-        if shuffle:
+        if shuffle and not self.length_buckets:
             ds = ds.shuffle(len(columns[0]), seed=seed, reshuffle_each_iteration=True)
         ds = ds.batch(self.batch_size)
 
@@ -289,10 +295,16 @@ class _Embedder:
             x = {name: self.preprocessor(t) for name, t in zip(names, texts, strict=True)}
             return (x, batch["y"]) if "y" in batch else x
 
-        return ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+        ds = ds.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+        if not self.length_buckets:
+            return ds.prefetch(tf.data.AUTOTUNE)
+        ds = ds.unbatch().apply(tf.data.experimental.assert_cardinality(len(columns[0])))
+        ds = ds.cache()
+        return lb.batch_by_length(ds, self.batch_size, lb.packed_length(ds), shuffle=shuffle,
+                                  seed=seed)
 
     def embed(self, model: Any, texts: Sequence[str]) -> np.ndarray:
-        return np.asarray(model.predict(self.dataset(texts), verbose=0), np.float32)
+        return np.asarray(lb.predict_in_order(model, self.dataset(texts)), np.float32)
 
 
 def evaluate(model: Any, embedder: _Embedder, pairs: Pairs) -> dict[str, Any]:
@@ -349,7 +361,8 @@ def _run(config: EmbeddingConfig, run: Staging) -> dict[str, Any]:
         global_step = loaded.global_step
     ft.check_seq_length(config, model)
     embedder = _Embedder(BertPreprocessor(vocab_file, config.max_seq_length,
-                                          lower_case=lower_case), config.eval_batch_size)
+                                          lower_case=lower_case), config.eval_batch_size,
+                         config.length_buckets)
     results: dict[str, Any] = {"loss": config.loss, "run_id": run.run_id,
                                "global_step": global_step}
     for split, pairs in (("dev", dev), ("test", test)):
@@ -361,13 +374,15 @@ def _run(config: EmbeddingConfig, run: Staging) -> dict[str, Any]:
             trainer = ContrastiveTrainer(model, loss=config.loss, scale=config.scale)
         columns = [train.anchors, train.positives] + ([train.negatives] if train.negatives
                                                       else [])
+        # Training batches are not length-bucketed: a batch is the contrastive loss's set of
+        # candidates, and grouping texts by length would change which negatives each anchor
+        # sees (not only the padding). Scoring dev and test is bucketed (same vectors).
         train_ds = _Embedder(embedder.preprocessor, config.micro_batch_size).dataset(
             *columns, shuffle=True, seed=config.seed, scores=train.scores)
         outcome = ft.finetune(
             trainer, train_ds, loss=None,
             config=config.finetune_config(config.best_metric, log_dir=run.path("logs")),
-            evaluate_fn=(lambda t: evaluate(t.embedder, embedder, dev)) if dev else None,
-            steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
+            evaluate_fn=(lambda t: evaluate(t.embedder, embedder, dev)) if dev else None)
         results["train"] = {"learning_rate": config.learning_rate, "num_examples": len(train),
                             "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -33,6 +32,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from tfbert.data import length_buckets as lb
 from tfbert.data import ner as data
 from tfbert.errors import UserError
 from tfbert.evaluation.ner import entity_metrics, entity_spans
@@ -165,19 +165,19 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
             _log_stats(split, features[split].stats)
 
     def score(split: str) -> tuple[dict[str, Any], list[list[str]]]:
-        tags = predict_tags(model, features[split], labels, config.eval_batch_size)
+        tags = predict_tags(model, features[split], labels, config.eval_batch_size,
+                            length_buckets=config.length_buckets)
         return entity_metrics([e.tags for e in splits[split]], tags), tags
 
     if config.do_train:
         crf = model.crf is not None
         train_ds = data.make_dataset(features["train"], config.micro_batch_size,
-                                     shuffle=True, seed=config.seed, crf=crf)
+                                     shuffle=True, seed=config.seed, crf=crf,
+                                     length_buckets=config.length_buckets)
         outcome = ft.finetune(
             model, train_ds, loss=training_loss(model),
             config=config.finetune_config("f1", log_dir=run.path("logs")),
-            evaluate_fn=(lambda m: score("dev")[0]) if dev else None,
-            steps_per_epoch=math.ceil(len(features["train"].input_ids)
-                                      / config.micro_batch_size))
+            evaluate_fn=(lambda m: score("dev")[0]) if dev else None)
         results["train"] = {"num_examples": len(train), "learning_rate": config.learning_rate,
                             "num_windows": len(features["train"].input_ids),
                             "best_epoch": outcome.best_epoch,
@@ -235,10 +235,15 @@ def _log_stats(split: str, stats: dict[str, int]) -> None:
 
 
 def predict_tags(model: Any, features: data.NerFeatures, labels: Sequence[str],
-                 batch_size: int) -> list[list[str]]:
+                 batch_size: int, length_buckets: bool = False) -> list[list[str]]:
     """Token-level predicted tags of every sentence: each piece from its max-context window,
-    Viterbi over each whole sentence for a CRF model (`data.decode_logits`)."""
-    logits = model.predict(features.inputs(), batch_size=batch_size, verbose=0)  # [W, T, C]
+    Viterbi over each whole sentence for a CRF model (`data.decode_logits`). With
+    `length_buckets` (False: the library default) the windows run in batches cut to their
+    bucket's length, and their logits come back in order and padded to max_seq_length
+    (`tfbert.data.length_buckets.predict_in_order`)."""
+    ds = data.make_dataset(features, batch_size, length_buckets=length_buckets)
+    logits = lb.predict_in_order(model, ds, per_token=True,
+                                 max_seq_length=features.input_ids.shape[1])  # [W, T, C]
     viterbi = model.decode if getattr(model, "crf", None) is not None else None
     return data.decode_logits(features, np.asarray(logits), labels, viterbi)
 

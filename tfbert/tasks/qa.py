@@ -47,6 +47,7 @@ from typing import Any
 import keras
 import numpy as np
 
+from tfbert.data import length_buckets as lb
 from tfbert.data import squad as qa_data
 from tfbert.data.qa_features import QAFeature
 from tfbert.data.squad import ON_BAD_ANSWER
@@ -157,11 +158,25 @@ def span_loss(labels: Any, logits: Any) -> Any:
     return 0.5 * keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
 
-def predict_logits(model: Any, features: Sequence[QAFeature], batch_size: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """The span labeler's start and end logits [N, T] for every feature."""
-    ds = qa_data.make_dataset(features, batch_size, with_labels=False)
-    out = model.predict(ds, verbose=0)
+# The start and end logit of a position past a length bucket's cut: below any logit a model
+# gives, so no such position is among a window's best starts or ends.
+PAST_BUCKET_LOGIT = -1e9
+
+
+def predict_logits(model: Any, features: Sequence[QAFeature], batch_size: int,
+                   length_buckets: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The span labeler's start and end logits [N, T] for every feature, in feature order.
+
+    With `length_buckets` (False: the library default) the features run in batches cut to
+    their bucket's length (`tfbert.data.length_buckets`); positions past the cut get
+    PAST_BUCKET_LOGIT (without buckets they hold the model's logits of padding, which no
+    answer can start or end at either).
+    """
+    ds = qa_data.make_dataset(features, batch_size, with_labels=False,
+                              length_buckets=length_buckets)
+    out = lb.predict_in_order(model, ds, per_token=True,
+                              max_seq_length=features[0].input_ids.shape[0],
+                              pad_value=PAST_BUCKET_LOGIT)
     return np.asarray(out["start_logits"]), np.asarray(out["end_logits"])
 
 
@@ -259,7 +274,8 @@ def _run(config: QAConfig, run: Staging) -> dict[str, Any]:
 
     def decode(split: str) -> tuple[dict, dict, dict]:
         """postprocess_predictions of the split; v2.0 answers are the best non-null ones."""
-        start, end = predict_logits(model, features[split], config.eval_batch_size)
+        start, end = predict_logits(model, features[split], config.eval_batch_size,
+                                    length_buckets=config.length_buckets)
         return postprocess_predictions(
             splits[split].examples, features[split], start, end, config.n_best_size,
             config.max_answer_length, v2, math.inf)
@@ -280,12 +296,12 @@ def _run(config: QAConfig, run: Staging) -> dict[str, Any]:
 
     if config.do_train:
         train_ds = qa_data.make_dataset(features["train"], config.micro_batch_size,
-                                        training=True, seed=config.seed)
+                                        training=True, seed=config.seed,
+                                        length_buckets=config.length_buckets)
         outcome = ft.finetune(  # each epoch's dev F1 at that epoch's tuned threshold when tuning
             model, train_ds, loss={"start_logits": span_loss, "end_logits": span_loss},
             config=config.finetune_config("f1", log_dir=run.path("logs")),
-            evaluate_fn=(lambda m: score("dev", threshold)[0]) if splits["dev"] else None,
-            steps_per_epoch=math.ceil(len(features["train"]) / config.micro_batch_size))
+            evaluate_fn=(lambda m: score("dev", threshold)[0]) if splits["dev"] else None)
         results["train"] = {"learning_rate": config.learning_rate,
                             "num_examples": len(splits["train"].examples),
                             "num_features": len(features["train"]),

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from tfbert import textfiles
 from tfbert.data import classification as data
+from tfbert.data import length_buckets as lb
 from tfbert.errors import UserError
 from tfbert.models.regressor import BertRegressor
 from tfbert.tasks.base import Task
@@ -180,13 +181,21 @@ def load_data(config: RegressionConfig) -> dict[str, list[data.ClassificationExa
 
 def make_dataset(examples: Sequence[data.ClassificationExample], preprocessor: Any,
                  batch_size: int, with_scores: bool = False, shuffle: bool = False,
-                 seed: int | None = None) -> Any:
+                 seed: int | None = None, length_buckets: bool = False) -> Any:
     """Batches of model inputs, or (inputs, scores [B] float32) with `with_scores`; packed once
-    (`tfbert.data.classification.make_dataset`, which caches them)."""
-    ds = data.make_dataset(examples, preprocessor, None, batch_size)
+    (`tfbert.data.classification.make_dataset`, which caches them). With `length_buckets`
+    (False: the library default) batches of one bucket each, cut to its length
+    (`tfbert.data.length_buckets`); without shuffle each input dict carries `example_index`
+    for `tfbert.data.length_buckets.predict_in_order`."""
     if not with_scores:
-        return ds
+        return data.make_dataset(examples, preprocessor, None, batch_size,
+                                 length_buckets=length_buckets)
+    ds = data.make_dataset(examples, preprocessor, None, batch_size)
     ds = tf.data.Dataset.zip((ds.unbatch(), tf.data.Dataset.from_tensor_slices(scores(examples))))
+    ds = ds.apply(tf.data.experimental.assert_cardinality(len(examples)))  # (unbatch hides it)
+    if length_buckets:
+        return lb.batch_by_length(ds, batch_size, lb.packed_length(ds), shuffle=shuffle,
+                                  seed=seed)
     if shuffle:
         ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
     return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
@@ -252,20 +261,21 @@ def _run(config: RegressionConfig, run: Staging) -> dict[str, Any]:
     ft.check_seq_length(config, model)
     preprocessor = BertPreprocessor(vocab_file, config.max_seq_length, lower_case=lower_case)
     batch = {"test": config.predict_batch_size or config.eval_batch_size}
-    eval_ds = {split: make_dataset(examples, preprocessor, batch.get(split,
-                                                                     config.eval_batch_size))
+    eval_ds = {split: make_dataset(examples, preprocessor,
+                                   batch.get(split, config.eval_batch_size),
+                                   length_buckets=config.length_buckets)
                for split, examples in (("dev", dev), ("test", test)) if examples}
-    predict = lambda m, split: np.asarray(m.predict(eval_ds[split], verbose=0), np.float32)
+    predict = lambda m, split: np.asarray(lb.predict_in_order(m, eval_ds[split]), np.float32)
     results: dict[str, Any] = {"run_id": run.run_id}
     if config.do_train:
         train_ds = make_dataset(train, preprocessor, config.micro_batch_size, with_scores=True,
-                                shuffle=True, seed=config.seed)
+                                shuffle=True, seed=config.seed,
+                                length_buckets=config.length_buckets)
         outcome = ft.finetune(
             model, train_ds, loss=keras.losses.MeanSquaredError(),
             config=config.finetune_config(config.best_metric, log_dir=run.path("logs")),
             evaluate_fn=(lambda m: regression_metrics(scores(dev), predict(m, "dev")))
-            if dev else None,
-            steps_per_epoch=math.ceil(len(train) / config.micro_batch_size))
+            if dev else None)
         results["train"] = {"learning_rate": config.learning_rate, "num_examples": len(train),
                             "best_epoch": outcome.best_epoch,
                             "num_train_steps": outcome.num_train_steps,

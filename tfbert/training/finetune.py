@@ -354,6 +354,11 @@ class TaskConfig(RunConfig):
     early_stopping_patience: int | None = field(
         None, "Stop training when the dev metric has not improved for N epochs (the best "
         "epoch's model is kept either way); default: train every epoch.", lower_bound=1)
+    length_buckets: bool = field(
+        True, "Batch examples of similar length and cut each batch to the shortest of a few "
+        "lengths that holds them (multiples of 16 up to 128, at most 8 lengths: "
+        "tfbert.data.length_buckets) in training, evaluation and prediction; false: every "
+        "batch is padded to max_seq_length.")
 
     def __post_init__(self) -> None:
         if self.learning_rate is None:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfbert.data import length_buckets as lb
 from tfbert.data.classification.labels import label_ids, label_matrix
 from tfbert.data.classification.readers import ClassificationExample
 from tfbert.data.windows import window_spans
@@ -42,12 +43,16 @@ def _targets(examples: Sequence[ClassificationExample], labels: Sequence[str],
 def make_dataset(examples: Sequence[ClassificationExample], preprocessor: Any,
                  labels: Sequence[str] | None, batch_size: int, shuffle: bool = False,
                  seed: int | None = None, multi_label: bool = False,
-                 sample_weights: np.ndarray | None = None) -> Any:
+                 sample_weights: np.ndarray | None = None, length_buckets: bool = False) -> Any:
     """A tf.data.Dataset of (input dict, label id [B]) batches, or input dicts when labels is None.
 
     Tokenizing and packing run inside the pipeline (`preprocessor` is a `tfbert.BertPreprocessor`
     or anything that maps a string batch, or a (text, text_b) pair of batches, to the input dict),
     once: the packed examples are cached in memory, so later epochs only shuffle and batch.
+    With `length_buckets` the batches are cut to bucket lengths (`tfbert.data.length_buckets`:
+    the packing runs once when the dataset is made, to count the batches; the dataset's
+    cardinality is that count); without shuffle each input dict then carries `example_index`,
+    and `tfbert.data.length_buckets.predict_in_order` gives the outputs in example order.
 
     Args:
         examples: sequence of ClassificationExample. All single texts or all pairs.
@@ -59,6 +64,8 @@ def make_dataset(examples: Sequence[ClassificationExample], preprocessor: Any,
         multi_label: bool. Targets are multi-hot label sets [B, C] float32 (`label_matrix`).
         sample_weights: float [N], optional. A loss weight per example (e.g. its class
             weight); batches are then (inputs, targets, weights [B]).
+        length_buckets: bool. Batches of one bucket each, cut to its length; False (the
+            library default): every batch [B, max_seq_length] in example order.
     """
     if not examples:
         raise ValueError("make_dataset: no examples")
@@ -77,6 +84,9 @@ def make_dataset(examples: Sequence[ClassificationExample], preprocessor: Any,
                 np.asarray(sample_weights, np.float32)),)
         ds = tf.data.Dataset.zip(parts)
     ds = ds.cache()
+    if length_buckets:
+        return lb.batch_by_length(ds, batch_size, lb.packed_length(ds), shuffle=shuffle,
+                                  seed=seed)
     if shuffle:
         ds = ds.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
     return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
@@ -203,13 +213,16 @@ def encode_windows(examples: Sequence[ClassificationExample], tokenizer: Any,
 
 def make_window_dataset(windows: WindowFeatures, targets: np.ndarray | None, batch_size: int,
                         shuffle: bool = False, seed: int | None = None,
-                        sample_weights: np.ndarray | None = None) -> Any:
+                        sample_weights: np.ndarray | None = None,
+                        length_buckets: bool = False) -> Any:
     """A tf.data.Dataset of documents: (input dict of [B, K, T], targets[, weights]) batches.
 
     Each batch holds `batch_size` documents with all their windows, padded to the batch's most
     windows K with all-zero windows (input_mask 0 at [CLS]:
     `tfbert.models.classifier.WindowPooledClassifier` skips them, so they cost no model work).
-    Without targets the batches are the input dicts.
+    Without targets the batches are the input dicts. With `length_buckets` a document's length
+    is its longest window's, and T is cut to its bucket's length ([B, K, L];
+    `tfbert.data.length_buckets`, as in `make_dataset`).
 
     Args:
         windows: WindowFeatures (`encode_windows`).
@@ -218,6 +231,8 @@ def make_window_dataset(windows: WindowFeatures, targets: np.ndarray | None, bat
         shuffle: bool. Shuffle the documents, differently each epoch.
         seed: int, optional. Shuffle seed.
         sample_weights: float [N], optional. A loss weight per document.
+        length_buckets: bool. Batches of one bucket each, cut to its length; False (the
+            library default): [B, K, max_seq_length] in document order.
     """
     rows = windows.document.astype(np.int64)
     docs = {name: tf.RaggedTensor.from_value_rowids(value, rows, windows.num_documents)
@@ -229,6 +244,9 @@ def make_window_dataset(windows: WindowFeatures, targets: np.ndarray | None, bat
             parts += (tf.data.Dataset.from_tensor_slices(
                 np.asarray(sample_weights, np.float32)),)
         ds = tf.data.Dataset.zip(parts)
+    if length_buckets:
+        return lb.batch_by_length(ds, batch_size, windows.input_ids.shape[1], shuffle=shuffle,
+                                  seed=seed)
     if shuffle:
         ds = ds.shuffle(windows.num_documents, seed=seed, reshuffle_each_iteration=True)
     ds = ds.ragged_batch(batch_size)  # [B, (K), T]

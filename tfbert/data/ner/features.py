@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfbert.data import length_buckets as lb
 from tfbert.data import windows
 from tfbert.data.ner.readers import NerExample, tag_ids
 from tfbert.data.tags import get_entities, spread
@@ -361,9 +362,15 @@ def _token_tags(read_pieces: list[list[int]], piece_ids: list[np.ndarray],
 
 
 def make_dataset(features: NerFeatures, batch_size: int, shuffle: bool = False,
-                 seed: int | None = None, crf: bool = False) -> Any:
+                 seed: int | None = None, crf: bool = False, length_buckets: bool = False
+                 ) -> Any:
     """A tf.data.Dataset of (input dict, label ids [B, T], sample weights [B, T]); every window
     is an example.
+
+    With `length_buckets` (False: the library default) every batch holds windows of one bucket,
+    inputs, labels and weights cut to its length L ([B, L]; `tfbert.data.length_buckets`: the
+    cut drops padding only, whose weights are 0); the dataset's cardinality is the number of
+    batches, and without shuffle each input dict carries `example_index`.
 
     Label ids of IGNORE_INDEX become class 0 with weight 0, so they never reach the loss. Where
     windows overlap, a piece's label has weight 1 only in the window where the piece has the
@@ -375,6 +382,10 @@ def make_dataset(features: NerFeatures, batch_size: int, shuffle: bool = False,
     weights = (labelled if crf else labelled & features.max_context).astype(np.float32)
     labels = np.where(features.label_ids == IGNORE_INDEX, 0, features.label_ids).astype(np.int32)
     ds = tf.data.Dataset.from_tensor_slices((features.inputs(), labels, weights))
+    if length_buckets:
+        return lb.batch_by_length(
+            ds, batch_size, features.input_ids.shape[1], shuffle=shuffle, seed=seed,
+            per_token_targets=True, lengths=features.input_mask.sum(axis=1))
     if shuffle:
         ds = ds.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
     return ds.batch(batch_size).prefetch(tf.data.AUTOTUNE)
