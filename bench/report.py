@@ -254,6 +254,9 @@ def suite_tables(data: dict[str, Any]) -> list[str]:
              f"quick: {number(data.get('quick'))}", ""]
     for name, result in data["benchmarks"].items():
         lines += [f"**{name}**", ""]
+        if "time_to_accuracy" in result:
+            lines += finetune_tables(result)
+            continue
         config = result.get("config")
         if isinstance(config, dict):
             lines += [", ".join(f"{k} {number(v)}" for k, v in config.items()), ""]
@@ -261,6 +264,41 @@ def suite_tables(data: dict[str, Any]) -> list[str]:
                                for r in result.get("rows", [])])
         if result.get("ratios"):
             lines += table(["ratio", "value"], result["ratios"].items())
+    return lines
+
+
+def finetune_tables(result: dict[str, Any]) -> list[str]:
+    """`bench.bench_finetune`'s result: its settings and shapes, examples/s of every system and
+    shape, time to the same dev accuracy, the ratios, and when each phase started with the
+    load average then."""
+    config = result.get("config") or {}
+    lines = [", ".join(f"{k} {number(v)}" for k, v in config.items() if is_leaf(v)), ""]
+    if isinstance(config.get("shapes"), dict):
+        lines += record_table([{"shape": k, **v} for k, v in config["shapes"].items()])
+    lines += ["Examples/s (medians of the interleaved repetitions):", ""]
+    lines += table(["shape", "system", "training examples/s", "evaluation examples/s"],
+                   [[r.get("shape"), r.get("system"), r.get("train_examples_per_s"),
+                     r.get("eval_examples_per_s", r.get("error"))]
+                    for r in result.get("rows", [])])
+    accuracy = result.get("time_to_accuracy") or {}
+    if accuracy.get("rows"):
+        lines += [f"Time to dev accuracy {number(accuracy.get('target_dev_accuracy'))} (the "
+                  "lowest of the systems' best), built-in shape; training seconds, dev scoring "
+                  "left out:", ""]
+        lines += table(["system", "best dev accuracy", "time to target (s)", "step",
+                        "all epochs (s)", "dev accuracy at each score"],
+                       [[r["system"], r.get("best_dev_accuracy"), r.get("time_to_target_s"),
+                         r.get("step_at_target"), r.get("train_s"),
+                         r.get("dev_accuracy_curve")] for r in accuracy["rows"]])
+    errors = accuracy.get("errors") or []
+    if errors:
+        lines += table(["system", "error"], [[e["system"], e["error"]] for e in errors])
+    if result.get("ratios"):
+        lines += table(["ratio", "value"], result["ratios"].items())
+    loads, started = result.get("load_average"), result.get("phase_start_s") or {}
+    if isinstance(loads, dict):
+        lines += table(["phase", "started (s)", "load average (1, 5, 15 min)"],
+                       [[phase, started.get(phase), load] for phase, load in loads.items()])
     return lines
 
 
@@ -281,6 +319,8 @@ def section(name: str, command: str) -> list[str]:
         return lines + suite_tables(data)
     if "setups" in data and "rows" in data:
         return lines + quality_tables(data)
+    if "time_to_accuracy" in data:
+        return lines + finetune_tables(data)
     return lines + render({k: v for k, v in data.items() if k not in ("isa", "command")})
 
 

@@ -1,7 +1,8 @@
 """Runs every tfbert benchmark side by side with its peers, prints a table, writes JSON + a plot.
 
     python -m bench.run [--quick] [--bfloat16] [--rounds N] [--emulate_avx2]
-                        [--only pretrain,inference,tokenizer,pipeline,scaling]
+                        [--only pretrain,inference,tokenizer,pipeline,scaling,finetune]
+                        [--torch_python PY]
 
 Run from the repository root. Writes bench/results/<machine>-<date>.json and .png (a run keeps
 that day's figures of the benchmarks it does not re-run); the file records the host's
@@ -32,6 +33,7 @@ BENCHMARKS = {  # name -> module exposing run(quick, ...) -> dict with "rows" (a
     "tokenizer": "bench.bench_tokenizer",
     "pipeline": "bench.bench_pipeline",
     "scaling": "bench.bench_scaling",
+    "finetune": "bench.bench_finetune",
 }
 NEEDS_PEAK = {"pretrain", "scaling"}
 
@@ -44,7 +46,8 @@ def format_table(results: dict) -> str:
             continue
         for row in result.get("rows", []):
             key = next((k for k in ("sequences_per_s", "latency_ms", "lines_per_s",
-                                    "examples_per_s", "step_ms") if k in row), None)
+                                    "examples_per_s", "train_examples_per_s", "step_ms")
+                        if k in row), None)
             value = f"{row[key]:.4g}" if key else row.get("error", "")[:40]
             lines.append(f"{name:<14} {row.get('system', ''):<28} {value:>14}  {key or ''}"
                          + (f"  MFU {row['mfu']:.0%}" if row.get("mfu") else ""))
@@ -92,6 +95,9 @@ def main() -> None:
                         help="pretrain: add the mixed-bfloat16 systems (AMX/AVX512-BF16 CPUs)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="inference: time every family this many times in turn (medians)")
+    parser.add_argument("--torch_python", default=None,
+                        help="finetune: the interpreter with torch, transformers and accelerate "
+                             "for the transformers systems (default: this one)")
     parser.add_argument("--emulate_avx2", action="store_true",
                         help="run TensorFlow as on an AVX2-only host (ONEDNN_MAX_CPU_ISA=AVX2, "
                              "XLA_FLAGS=--xla_cpu_max_isa=AVX2, TF_ENABLE_ONEDNN_OPTS=0, no "
@@ -117,6 +123,8 @@ def main() -> None:
                 kwargs["bfloat16"] = True
             if name == "inference":
                 kwargs["rounds"] = args.rounds
+            if name == "finetune":
+                kwargs["torch_python"] = args.torch_python
             results["benchmarks"][name] = module.run(args.quick, **kwargs)
         except Exception as e:  # one failed benchmark must not hide the others' figures
             traceback.print_exc()
