@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 
-from tfbert.errors import run_cli
+from tfbert.errors import UserError, run_cli
 from tfbert.export import export_model
 from tfbert.export.target_cpu import TARGET_CPUS
 
@@ -57,8 +57,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "the files there that tfbert did not write (and the TFLite files "
                              "tfbert wrote) (default: refuse)")
     parser.add_argument("--tflite", default="",
-                        help="comma-separated quantizations: float32,float16,int8 (default: "
-                             "none, no TFLite files)")
+                        help="comma-separated quantizations: float32, float16 (float16 "
+                             "weights), int8 (dynamic range: int8 matmul weights, float "
+                             "activations; docs/serving.md) (default: none, no TFLite files)")
     parser.add_argument("--tflite_dir", default=None,
                         help="where .tflite files go (default: saved_models/NAME/tflite)")
     parser.add_argument("--no_text_tflite", action="store_true",
@@ -98,13 +99,29 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     return parser
 
 
+def tflite_quantizations(value: str) -> tuple[str, ...]:
+    """The --tflite value as quantization names, each once, in the order given; UserError for
+    a name the TFLite export does not know (before any model is loaded)."""
+    names = tuple(dict.fromkeys(q.strip() for q in value.split(",") if q.strip()))
+    if not names:
+        return ()
+    # the converter's module (TensorFlow) loads only when TFLite files are asked for
+    from tfbert.export.tflite import QUANTIZATIONS
+
+    unknown = [q for q in names if q not in QUANTIZATIONS]
+    if unknown:
+        raise UserError(f"--tflite {value!r}: unknown quantization {unknown[0]!r}; use a "
+                        f"comma-separated list of {', '.join(QUANTIZATIONS)}")
+    return names
+
+
 def _main(argv: list[str] | None, prog: str) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
+    tflite = tflite_quantizations(args.tflite)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     result = export_model(
-        args.model_dir, args.export_dir,
-        tflite=tuple(q.strip() for q in args.tflite.split(",") if q.strip()),
+        args.model_dir, args.export_dir, tflite=tflite,
         tflite_dir=args.tflite_dir, text_tflite=not args.no_text_tflite,
         max_seq_length=args.max_seq_length, pair=args.pair, dtype=args.dtype,
         jit_compile=args.jit_compile, trim_padding=not args.no_trim_padding,
