@@ -40,7 +40,8 @@ def test_every_docstring_example_runs(example_dir, monkeypatch, capsys):
     monkeypatch.chdir(example_dir)
     # The absl commands (tfbert/cli/) define their flags on import, into one global registry:
     # importing two of them in one process is an error; their docstrings hold no examples.
-    commands = {f"tfbert.cli.{name}" for name in ("pretrain", "classifier", "ner", "squad")}
+    commands = {f"tfbert.cli.{name}" for name in ("pretrain", "classifier", "ner", "squad",
+                                                  "distill")}
     names = sorted(m.name for m in pkgutil.walk_packages(tfbert.__path__, "tfbert.")
                    if not m.name.endswith("__main__") and m.name not in commands)
     attempted, failed = 0, []

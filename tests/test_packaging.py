@@ -31,6 +31,7 @@ COMMANDS = {
     "tfbert-ner": ("tfbert.cli.ner:entry", "--init_checkpoint"),
     "tfbert-squad": ("tfbert.cli.squad:entry", "--doc_stride"),
     "tfbert-embedding": ("tfbert.cli.embedding:entry", "--loss"),
+    "tfbert-distill": ("tfbert.cli.distill:entry", "--teacher_dir"),
     "tfbert-export": ("tfbert.export.__main__:entry", "--model_dir"),
     "tfbert-build-vocab": ("tfbert.cli.build_vocab:entry", "--vocab_size"),
     "tfbert-create-pretraining-data": ("tfbert.cli.create_pretraining_data:entry",

@@ -19,6 +19,7 @@ _LAZY = {
     "BertClassifier": "tfbert.models.classifier",
     "BertTokenClassifier": "tfbert.models.token_classifier",
     "BertSpanLabeler": "tfbert.models.span_labeler",
+    "Distiller": "tfbert.models.distiller",
     "BertTokenizer": "tfbert.text.tokenizer",
     "BertPacker": "tfbert.text.packer",
     "BertPreprocessor": "tfbert.text.preprocessor",
