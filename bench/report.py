@@ -149,6 +149,16 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         ("fit_feed-stream-options-rerun-avx512-epyc-zen4-2026-12-02.json",
          "python -m experiments.fit_feed --run --results FILE"),
     ]),
+    ("Fine-tuning at the length of the data (`bench.bench_finetune`)", [
+        ("finetune-quick-avx2-epyc-zen3-2026-12-03.json",
+         "python -m bench.bench_finetune --quick --torch_python PY --results FILE"),
+    ]),
+    ("Distillation and int8 TFLite", [
+        ("int8_study-vm-2cpu-2026-12-03.json",
+         "python -m experiments.int8_study --sentiment_model=output/demo/pretrained/model "
+         "--ner_model=output/int8_dev/ner/model --ner_crf_model=output/int8_dev/ner_crf/model "
+         "--work_dir=output/int8_dev/study --output=FILE"),
+    ]),
     ("Sentence embeddings: search at 10k and 100k passages", [
         ("search_scale-avx2-epyc-zen3-2026-12-03.json",
          "python -m experiments.search_scale --model_dir=output/embedding_study/qa_default/model "
@@ -321,6 +331,9 @@ def section(name: str, command: str) -> list[str]:
         return lines + quality_tables(data)
     if "time_to_accuracy" in data:
         return lines + finetune_tables(data)
+    if "markdown" in data:  # a study that prints its own tables (bench.distill, int8_study)
+        rest = {k: v for k, v in data.items() if k in ("load_average", "phases")}
+        return lines + data["markdown"].rstrip("\n").splitlines() + [""] + render(rest)
     return lines + render({k: v for k, v in data.items() if k not in ("isa", "command")})
 
 

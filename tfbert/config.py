@@ -14,6 +14,7 @@ from typing import Any
 
 from tfbert.errors import UserError
 from tfbert.fields import check_fields, field
+from tfbert.fileio import write_text
 from tfbert.textfiles import read_text
 
 # Activation names tfbert understands. Google's BERT code computes "gelu" with the tanh
@@ -104,9 +105,7 @@ class BertConfig:
             values = _to_google(values)
         elif flavor != "tfbert":
             raise ValueError(f"flavor must be 'tfbert', 'hf' or 'google', got {flavor!r}")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(values, f, indent=2, sort_keys=True)
-            f.write("\n")
+        write_text(path, json.dumps(values, indent=2, sort_keys=True) + "\n")  # atomically
 
     @classmethod
     def from_json_file(cls, path: str) -> BertConfig:
