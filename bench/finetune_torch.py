@@ -31,7 +31,6 @@ from bench.bench_finetune import (
     SEED,
     SEQ,
     TORCH,
-    WARM_STEPS,
     WARMUP_PROPORTION,
     WEIGHT_DECAY,
     Clock,
@@ -145,7 +144,7 @@ def serve(spec_file: str) -> None:
     answers, sys.stdout = sys.stdout, sys.stderr  # what the libraries print goes to stderr
     with open(spec_file, encoding="utf-8") as f:
         spec = json.load(f)
-    made = trainers(spec, spec["names"], max_steps=WARM_STEPS + spec["steps"],
+    made = trainers(spec, spec["names"], max_steps=spec["warm"] + spec["steps"],
                     dev=spec["dev_limit"])
     print(json.dumps({"ready": True}), file=answers, flush=True)
     for line in sys.stdin:
@@ -155,7 +154,7 @@ def serve(spec_file: str) -> None:
         trainer = made[name]
         if command == "train":
             trainer.train()
-            seconds = span(trainer.step_times.times, WARM_STEPS)
+            seconds = span(trainer.step_times.times, spec["warm"])
         else:
             seconds = timed(lambda t=trainer: t.predict(t.eval_dataset))
         print(json.dumps({"s": seconds}), file=answers, flush=True)
