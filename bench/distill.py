@@ -5,8 +5,10 @@ the first 1,000 test sentences) the run
 
 1. fine-tunes the teacher from a pretrained checkpoint (--pretrained) as the quality table's
    setup does (bench/quality.py: sentiment all 13,846 training reviews, seq 64, 2 epochs; ner
-   the first 3,000 training sentences, seq 128, 3 epochs): run_classifier.py / run_ner.py's
-   defaults otherwise;
+   the first 3,000 training sentences, seq 128, 3 epochs) at each of --teacher_learning_rates
+   (1e-4 and 3e-4: a 4-layer, hidden-256 checkpoint gets BERT's 5e-5 by default, low for a
+   small model), keeping the best on dev; run_classifier.py / run_ner.py's defaults
+   otherwise;
 2. trains one student shape (STUDENT: 4 layers, hidden 96, 4 heads, intermediate 384, the
    teacher's vocab; random initialisation, under a quarter of the teacher's parameters) with
    run_distill.py in each variant (VARIANTS): labels alone (the task's loss, no teacher), soft
@@ -95,28 +97,36 @@ def settings(task: str, quick: bool) -> dict[str, Any]:
     return out
 
 
-def run_teacher(task: str, pretrained: str, out: str, seed: int, setup: dict[str, Any]
-                ) -> dict[str, Any]:
-    """The teacher fine-tuned as the quality setup (results.json read if the run is there)."""
+def run_teacher(task: str, pretrained: str, out: str, seed: int, setup: dict[str, Any],
+                learning_rates: Sequence[float]) -> tuple[str, dict[str, Any]]:
+    """The teacher fine-tuned as the quality setup at each learning rate (a run whose
+    results.json is there is read); returns the folder and results of the best on dev, with
+    every rate's dev score under "dev_by_learning_rate"."""
     from tfbert.tasks.classification import ClassificationConfig, run_classification
     from tfbert.tasks.ner import NerConfig, run_ner
 
-    if os.path.exists(os.path.join(out, "results.json")):
-        return _read(out)
     run, config_cls, task_args = {
         "sentiment": (run_classification, ClassificationConfig, {"task_name": "sentiment"}),
         "ner": (run_ner, NerConfig, {"task_name": "people_daily"})}[task]
-    start = time.time()
-    result = run(config_cls(output_dir=out, init_checkpoint=pretrained,
-                            max_seq_length=setup["max_seq_length"],
-                            train_batch_size=setup["batch_size"],
-                            num_train_epochs=setup["epochs"],
-                            max_train_examples=setup["max_train_examples"],
-                            max_eval_examples=setup["max_eval_examples"], seed=seed, verbose=2,
-                            **task_args))
-    result["seconds"] = round(time.time() - start)
-    _note_seconds(out, result["seconds"])
-    return result
+    runs = {}
+    for lr in learning_rates:
+        folder = os.path.join(out, f"lr{lr:g}")
+        if os.path.exists(os.path.join(folder, "results.json")):
+            runs[folder] = _read(folder)
+            continue
+        start = time.time()
+        runs[folder] = run(config_cls(
+            output_dir=folder, init_checkpoint=pretrained, learning_rate=lr,
+            max_seq_length=setup["max_seq_length"], train_batch_size=setup["batch_size"],
+            num_train_epochs=setup["epochs"], max_train_examples=setup["max_train_examples"],
+            max_eval_examples=setup["max_eval_examples"], seed=seed, verbose=2, **task_args))
+        runs[folder]["seconds"] = round(time.time() - start)
+        _note_seconds(folder, runs[folder]["seconds"])
+    best = max(runs, key=lambda f: runs[f]["dev"][setup["metric"]])
+    by_rate = {f"{lr:g}": runs[os.path.join(out, f"lr{lr:g}")]["dev"][setup["metric"]]
+               for lr in learning_rates}
+    return best, {**runs[best], "dev_by_learning_rate": by_rate,
+                  "learning_rate": runs[best]["train"]["learning_rate"]}
 
 
 def run_student(task: str, variant: str, teacher_dir: str, student_file: str, out: str,
@@ -185,6 +195,7 @@ def student_rows(task: str, metric: str, teacher: dict[str, Any],
                  students: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The scores table's rows: the teacher, then each student variant."""
     rows = [{"task": task, "model": "teacher", "variant": None,
+             "learning_rate": teacher.get("learning_rate"),
              "dev": teacher["dev"][metric], "test": teacher["test"][metric],
              "seconds": teacher.get("seconds")}]
     for variant, result in students.items():
@@ -202,7 +213,9 @@ def markdown(record: dict[str, Any]) -> str:
     lines = ["| task | model | dev | test | share of the teacher's test score | parameters | "
              "seconds |", "|---|---|---:|---:|---:|---:|---:|"]
     for r in record["scores"]:
-        name = "teacher" if r["model"] == "teacher" else f"student: {VARIANT_NAMES[r['variant']]}"
+        name = (f"student: {VARIANT_NAMES[r['variant']]}" if r["model"] == "student" else
+                "teacher" + (f" (learning rate {r['learning_rate']:g})"
+                             if r.get("learning_rate") else ""))
         params = (f"{r['parameters']['student']:,} ({r['parameters']['student_share']:.1%})"
                   if r["model"] == "student" else f"{record['teacher_parameters'][r['task']]:,}")
         kept = f"{r['kept_test']:.1%}" if r.get("kept_test") is not None else ""
@@ -223,7 +236,8 @@ def markdown(record: dict[str, Any]) -> str:
 
 
 def run(pretrained: str, work_dir: str, tasks: Sequence[str], variants: Sequence[str],
-        seed: int, quick: bool = False) -> dict[str, Any]:
+        seed: int, quick: bool = False, teacher_learning_rates: Sequence[float] = (1e-4,)
+        ) -> dict[str, Any]:
     from tfbert.config import BertConfig
     from tfbert.export import load_for_export
     from tfbert.models.students import model_parameters
@@ -238,9 +252,12 @@ def run(pretrained: str, work_dir: str, tasks: Sequence[str], variants: Sequence
                               "settings": {}}
     for task in tasks:
         setup = record["settings"][task] = settings(task, quick)
-        teacher_dir = os.path.join(work_dir, task, "teacher")
         record["phases"][f"{task} teacher"] = time.strftime("%H:%M:%S")
-        teacher = run_teacher(task, pretrained, teacher_dir, seed, setup)
+        teacher_dir, teacher = run_teacher(task, pretrained, os.path.join(work_dir, task,
+                                                                          "teacher"),
+                                           seed, setup, teacher_learning_rates)
+        record["teacher_learning_rates"] = {**record.get("teacher_learning_rates", {}), task: {
+            "chosen": teacher["learning_rate"], "dev": teacher["dev_by_learning_rate"]}}
         record["teacher_parameters"][task] = model_parameters(
             load_for_export(teacher_dir)[0])["total"]
         students = {}
@@ -274,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                         help=f"of {list(VARIANTS)}")
     parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--teacher_learning_rates", default="1e-4,3e-4",
+                        help="the teacher is fine-tuned at each; the best on dev is kept")
     parser.add_argument("--quick", action="store_true",
                         help="a few hundred examples, one epoch: checks the run, not figures")
     parser.add_argument("--output", default=None, help="the JSON record (default: "
@@ -291,7 +310,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                                          f"distill-{machine_name()}-{date}.json")
     if os.path.exists(output):
         raise SystemExit(f"distill: {output} exists; give another --output")
-    record = run(args.pretrained, args.work_dir, tasks, variants, args.seed, args.quick)
+    record = run(args.pretrained, args.work_dir, tasks, variants, args.seed, args.quick,
+                 [float(x) for x in args.teacher_learning_rates.split(",")])
     command = " ".join(["python -m bench.distill", *(sys.argv[1:] if argv is None else argv)])
     record = {"machine": machine_name(), "date": date, "command": command,
               "cpu_count": os.cpu_count(), "isa": isa_record(), **record}
