@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from model_test_utils import script_result, tiny_config, tiny_config_file
+from task_test_utils import learnable_conll_lines
 
 from tfbert.data import classification as cdata
 from tfbert.data import length_buckets as lb
@@ -147,22 +148,8 @@ def encoder(chinese_vocab_file):
 
 def varied_conll_lines(n: int, seed: int, longest: int = 26) -> list[str]:
     """CoNLL lines of n sentences of 3 to `longest` filler tokens with "bert" (B-ORG) and
-    "model c" (B-LOC I-LOC) somewhere in each (every token one word piece of the test vocab)."""
-    rng = np.random.default_rng(seed)
-    lines = []
-    for _ in range(n):
-        sentence = list(rng.choice(["the", "a", "b"], size=int(rng.integers(3, longest + 1))))
-        sentence.insert(int(rng.integers(0, len(sentence))), "bert")
-        position = int(rng.integers(0, len(sentence)))
-        sentence[position:position] = ["model", "c"]
-        tags = ["O"] * len(sentence)
-        for i, w in enumerate(sentence):
-            if w == "bert":
-                tags[i] = "B-ORG"
-            elif w == "model":
-                tags[i], tags[i + 1] = "B-LOC", "I-LOC"
-        lines += [f"{w}\t{t}" for w, t in zip(sentence, tags, strict=True)] + [""]
-    return lines
+    "model c" (B-LOC I-LOC) somewhere in each."""
+    return learnable_conll_lines(n, seed, longest)
 
 
 NER_LABELS = ["O", "B-LOC", "I-LOC", "B-ORG"]
