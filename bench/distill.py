@@ -6,8 +6,8 @@ the first 1,000 test sentences) the run
 1. fine-tunes the teacher from a pretrained checkpoint (--pretrained) as the quality table's
    setup does (bench/quality.py: sentiment all 13,846 training reviews, seq 64, 2 epochs; ner
    the first 3,000 training sentences, seq 128, 3 epochs) at each of --teacher_learning_rates
-   (1e-4 and 3e-4: a 4-layer, hidden-256 checkpoint gets BERT's 5e-5 by default, low for a
-   small model), keeping the best on dev; run_classifier.py / run_ner.py's defaults
+   (1e-4, 3e-4 and 1e-3: a 4-layer, hidden-256 checkpoint gets BERT's 5e-5 by default, low
+   for a small model), keeping the best on dev; run_classifier.py / run_ner.py's defaults
    otherwise;
 2. trains one student shape (STUDENT: 4 layers, hidden 96, 4 heads, intermediate 384, the
    teacher's vocab; random initialisation, under a quarter of the teacher's parameters) with
@@ -291,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                         help=f"of {list(VARIANTS)}")
     parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--teacher_learning_rates", default="1e-4,3e-4",
+    parser.add_argument("--teacher_learning_rates", default="1e-4,3e-4,1e-3",
                         help="the teacher is fine-tuned at each; the best on dev is kept")
     parser.add_argument("--quick", action="store_true",
                         help="a few hundred examples, one epoch: checks the run, not figures")
