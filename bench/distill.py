@@ -10,8 +10,11 @@ the first 1,000 test sentences) the run
    for a small model), keeping the best on dev; run_classifier.py / run_ner.py's defaults
    otherwise;
 2. trains one student shape (STUDENT: 4 layers, hidden 96, 4 heads, intermediate 384, the
-   teacher's vocab; random initialisation, under a quarter of the teacher's parameters) with
-   run_distill.py in each variant (VARIANTS): labels alone (the task's loss, no teacher), soft
+   teacher's vocab: under a quarter of the teacher's parameters), pretrained as the teacher
+   was (`run_pretraining.py --bert_config_file=WORK/student_config.json`, the built-in data
+   and schedule, --student_pretraining_steps; or --student_checkpoint, such a model made
+   before; --student_pretraining_steps=0: random initialisation), with run_distill.py in
+   each variant (VARIANTS): labels alone (the task's loss, no teacher), soft
    targets (the defaults: soft and hard loss at T = 2), with intermediate transfer (hidden
    states), with unlabelled text (ner: People's Daily training sentences the labelled set does
    not hold; sentiment: every built-in review is labelled already, so TinyBERT's augmented
@@ -24,7 +27,7 @@ the first 1,000 test sentences) the run
     python run_pretraining.py --preset=bert-mini --num_train_steps=10000 \\
         --num_warmup_steps=3000 --output_dir=output/teacher/pretrain_mini
     python -m bench.distill --pretrained=output/teacher/pretrain_mini/model \\
-        --work_dir=output/distill_table
+        --work_dir=output/distill_table      # pretrains the student in WORK/student_pretrain
 
 Every run writes under --work_dir (<task>/teacher, <task>/<variant>, <task>/saved_models,
 <task>/tflite); a run whose results.json is there already is read, not rerun, so an
@@ -40,12 +43,13 @@ import dataclasses
 import datetime
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.common import isa_record, load_average, machine_name
+from bench.common import REPO_ROOT, isa_record, load_average, machine_name
 from bench.quality import SETUPS
 from tfbert.fileio import write_json
 
@@ -129,7 +133,18 @@ def run_teacher(task: str, pretrained: str, out: str, seed: int, setup: dict[str
                   "learning_rate": runs[best]["train"]["learning_rate"]}
 
 
-def run_student(task: str, variant: str, teacher_dir: str, student_file: str, out: str,
+def pretrain_student(config_file: str, out: str, steps: int) -> str:
+    """The student shape pretrained by run_pretraining.py on the built-in data with the
+    teacher's schedule (warmup 30% of the steps); its model/ (reused when it is there)."""
+    model = os.path.join(out, "model")
+    if not os.path.exists(os.path.join(model, "config.json")):
+        subprocess.run([sys.executable, "run_pretraining.py", f"--bert_config_file={config_file}",
+                        f"--num_train_steps={steps}", f"--num_warmup_steps={int(0.3 * steps)}",
+                        f"--output_dir={out}"], cwd=REPO_ROOT, check=True)
+    return model
+
+
+def run_student(task: str, variant: str, teacher_dir: str, student: dict[str, str], out: str,
                 seed: int, setup: dict[str, Any]) -> dict[str, Any]:
     """One student variant through run_distill (results.json read if the run is there)."""
     from tfbert.tasks.distill import distill_config, run_distill
@@ -139,7 +154,7 @@ def run_student(task: str, variant: str, teacher_dir: str, student_file: str, ou
     task_args = {"task_name": "sentiment" if task == "sentiment" else "people_daily"}
     start = time.time()
     result = run_distill(distill_config(
-        teacher_dir, output_dir=out, student_config_file=student_file,
+        teacher_dir, output_dir=out, **student,
         max_seq_length=setup["max_seq_length"], train_batch_size=setup["batch_size"],
         num_train_epochs=setup["student_epochs"],
         max_train_examples=setup["max_train_examples"],
@@ -236,7 +251,8 @@ def markdown(record: dict[str, Any]) -> str:
 
 
 def run(pretrained: str, work_dir: str, tasks: Sequence[str], variants: Sequence[str],
-        seed: int, quick: bool = False, teacher_learning_rates: Sequence[float] = (1e-4,)
+        seed: int, quick: bool = False, teacher_learning_rates: Sequence[float] = (1e-4,),
+        student_checkpoint: str | None = None, student_pretraining_steps: int = 0
         ) -> dict[str, Any]:
     from tfbert.config import BertConfig
     from tfbert.export import load_for_export
@@ -247,6 +263,18 @@ def run(pretrained: str, work_dir: str, tasks: Sequence[str], variants: Sequence
     student = dataclasses.replace(teacher_config, **STUDENT)
     student_file = os.path.join(work_dir, "student_config.json")
     student.to_json_file(student_file)
+    if student_checkpoint is None and student_pretraining_steps and not quick:
+        student_checkpoint = pretrain_student(student_file,
+                                              os.path.join(work_dir, "student_pretrain"),
+                                              student_pretraining_steps)
+    if student_checkpoint is not None:
+        made = BertConfig.from_json_file(os.path.join(student_checkpoint, "config.json"))
+        shape = {k: getattr(made, k) for k in STUDENT}
+        if shape != STUDENT:
+            raise SystemExit(f"distill: --student_checkpoint {student_checkpoint} has the shape "
+                             f"{shape}, not the table's student {STUDENT}")
+    student_args = ({"student_checkpoint": student_checkpoint} if student_checkpoint
+                    else {"student_config_file": student_file})
     record: dict[str, Any] = {"scores": [], "deployment": [], "teacher_parameters": {},
                               "load_average": {"start": load_average()}, "phases": {},
                               "settings": {}}
@@ -263,7 +291,7 @@ def run(pretrained: str, work_dir: str, tasks: Sequence[str], variants: Sequence
         students = {}
         for variant in variants:
             record["phases"][f"{task} {variant}"] = time.strftime("%H:%M:%S")
-            students[variant] = run_student(task, variant, teacher_dir, student_file,
+            students[variant] = run_student(task, variant, teacher_dir, student_args,
                                             os.path.join(work_dir, task, variant), seed,
                                             setup)
             print(f"{task} {variant}: {students[variant]['kept']}", flush=True)
@@ -277,6 +305,7 @@ def run(pretrained: str, work_dir: str, tasks: Sequence[str], variants: Sequence
             work_dir, setup["max_eval_examples"], setup["latency_runs"])
     record["load_average"]["end"] = load_average()
     record["student_config"] = STUDENT
+    record["student_init"] = student_checkpoint or "random"
     record["quick"] = quick
     return record
 
@@ -293,6 +322,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--teacher_learning_rates", default="1e-4,3e-4,1e-3",
                         help="the teacher is fine-tuned at each; the best on dev is kept")
+    parser.add_argument("--student_checkpoint", default=None,
+                        help="the pretrained student (a run_pretraining.py model/ of STUDENT's "
+                        "shape and the teacher's vocab); default: pretrain one")
+    parser.add_argument("--student_pretraining_steps", type=int, default=10000,
+                        help="steps of the student's pretraining (0, or --quick: random "
+                        "initialisation)")
     parser.add_argument("--quick", action="store_true",
                         help="a few hundred examples, one epoch: checks the run, not figures")
     parser.add_argument("--output", default=None, help="the JSON record (default: "
@@ -311,7 +346,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if os.path.exists(output):
         raise SystemExit(f"distill: {output} exists; give another --output")
     record = run(args.pretrained, args.work_dir, tasks, variants, args.seed, args.quick,
-                 [float(x) for x in args.teacher_learning_rates.split(",")])
+                 [float(x) for x in args.teacher_learning_rates.split(",")],
+                 args.student_checkpoint, args.student_pretraining_steps)
     command = " ".join(["python -m bench.distill", *(sys.argv[1:] if argv is None else argv)])
     record = {"machine": machine_name(), "date": date, "command": command,
               "cpu_count": os.cpu_count(), "isa": isa_record(), **record}

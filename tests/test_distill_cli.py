@@ -131,6 +131,25 @@ def test_run_distill_with_a_hugging_face_teacher(distilled, data):
         "classification", LABELS, 16, False, TEACHER)
 
 
+def test_a_pretrained_student_starts_from_its_checkpoint(data, tmp_path):
+    pretrained = os.path.join(REPO, "tests", "data", "tiny_pretraining")  # the teacher's vocab
+    config = distill_config(TEACHER, **{**_config(data, tmp_path / "out"),
+                                        "student_preset": None,
+                                        "student_checkpoint": pretrained,
+                                        "unlabelled_file": None, "num_train_epochs": 1})
+    assert config.learning_rate == 1e-3  # a hidden-32 checkpoint: the small-model rate
+    results = run_distill(config)
+    assert results["student"]["init"] == f"pretrained {pretrained}"
+    student = tfbert.checkpoints.load_model(str(tmp_path / "out" / "model"))
+    source = tfbert.from_pretrained(pretrained)
+    source = getattr(source, "encoder", source)
+    assert student.encoder.config.hidden_size == source.config.hidden_size == 32
+    # trained from the checkpoint's weights: moved, but still near them
+    moved = [np.abs(a - b).max() for a, b in zip(student.encoder.get_weights(),
+                                                  source.get_weights(), strict=True)]
+    assert 0 < max(moved) < 0.1
+
+
 @pytest.mark.slow  # three more training runs and a TFLite export
 def test_the_script_the_teacher_cache_and_the_export(distilled, data, tmp_path):
     """run_distill.py itself (flags, summary, exit 0) reusing the fixture's teacher cache, a

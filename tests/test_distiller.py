@@ -241,6 +241,33 @@ def test_preset_and_config_students_keep_the_teachers_vocab_head_and_crf(tmp_pat
         students.student_from_config(teacher, str(path))
 
 
+PRETRAINED = os.path.join(os.path.dirname(__file__), "data", "tiny_pretraining")  # vocab 120
+
+
+def test_pretrained_student_keeps_its_encoder_and_takes_the_teachers_head(tmp_path):
+    teacher = tfbert.BertTokenClassifier(BertEncoder(tiny_config(vocab_size=120)),
+                                         num_classes=5, crf=True, dropout=0.2)
+    teacher.crf.set_weights([w + 1.5 for w in teacher.crf.get_weights()])
+    vocab = os.path.join(PRETRAINED, "vocab.txt")
+    student = students.student_from_checkpoint(teacher, PRETRAINED, vocab)
+    pretrained = tfbert.from_pretrained(PRETRAINED)
+    encoder = getattr(pretrained, "encoder", pretrained)
+    assert _same(student.encoder.get_weights(), encoder.get_weights())
+    assert (student.encoder.config.num_hidden_layers, student.encoder.config.hidden_size) == (
+        encoder.config.num_hidden_layers, encoder.config.hidden_size)
+    assert (student.num_classes, student.use_crf, student.dropout) == (5, True, 0.2)
+    assert _same(student.crf.get_weights(), teacher.crf.get_weights())
+    other = tmp_path / "vocab.txt"  # the same size, two ids swapped
+    tokens = open(vocab, encoding="utf-8").read().splitlines()
+    tokens[10], tokens[11] = tokens[11], tokens[10]
+    other.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match="its vocab is not the teacher's .*2 of 120 ids differ"):
+        students.student_from_checkpoint(teacher, PRETRAINED, str(other))
+    small = tfbert.BertClassifier(BertEncoder(tiny_config()), num_classes=2)  # vocab 97
+    with pytest.raises(UserError, match="vocab_size 120, the teacher's vocab 97"):
+        students.student_from_checkpoint(small, PRETRAINED, vocab)
+
+
 # --- training ------------------------------------------------------------------------------------
 
 

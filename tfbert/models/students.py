@@ -2,11 +2,12 @@
 teacher's vocab, casing, labels and head settings (num_classes, multi_label, head layers, CRF,
 dropout).
 
-Three ways to shape one:
+Four ways to make one:
 
     student = student_from_preset(teacher, "bert-mini")        # a published shape
     student = student_from_config(teacher, "student.json")     # any BertConfig file
     student, layers = student_from_teacher_layers(teacher, every=2)  # DistilBERT's init
+    student = student_from_checkpoint(teacher, "small/model", "teacher/vocab.txt")  # pretrained
 
 A preset gives the shape only (layers, width, heads, intermediate size); everything else
 (vocab_size, type_vocab_size, max_position_embeddings, hidden_act, dropout, initializer_range,
@@ -20,6 +21,11 @@ has the teacher's width and every k-th of its layers, counted so the top layer i
 (layers k-1, 2k-1, ...: for 12 layers and k=2, layers 1, 3, ..., 11), with the teacher's
 embeddings, pooler and head copied exactly. It returns the teacher layers it took, which is the
 layer map for intermediate transfer (`tfbert.models.distiller.Distiller(layer_map=...)`).
+
+`student_from_checkpoint` starts the student from a pretrained small model of the teacher's
+vocab (Turc et al., 2019, "Well-Read Students Learn Better": pre-trained compact models
+distilled from a fine-tuned teacher): its encoder's weights and config as the checkpoint holds
+them, a fresh head of the teacher's settings.
 
 `model_parameters(model)` counts a model's weights (embeddings, encoder, head, total).
 
@@ -111,6 +117,41 @@ def student_from_config(teacher: Any, config_file: str) -> Any:
     check_vocab_size(teacher.encoder.config.vocab_size, config, f"student config {config_file}")
     return build_student(teacher, dataclasses.replace(
         config, lower_case=teacher.encoder.config.lower_case))
+
+
+def student_from_checkpoint(teacher: Any, checkpoint: str, teacher_vocab: str) -> Any:
+    """A student whose encoder is the pretrained model `checkpoint` (any checkpoint
+    `from_pretrained` reads), with a fresh head of the teacher's class and settings (the CRF's
+    transitions copied from the teacher) and the teacher's casing.
+
+    Raises:
+        UserError: the checkpoint's vocab is not the teacher's (`teacher_vocab`): other token
+            ids, or another size.
+    """
+    from tfbert.training import model_source  # (training code: loaded only for this)
+
+    _check_task_model(teacher)
+    model_source.check_init_checkpoint(checkpoint)
+    own = model_source.vocab_beside(checkpoint)
+    if own is not None:
+        difference = model_source.vocab_difference(teacher_vocab, own)
+        if difference is not None:
+            raise UserError(f"student_checkpoint {checkpoint}: its vocab is not the teacher's "
+                            f"({difference}); a student reads the teacher's token ids")
+    config = model_source.checkpoint_config(checkpoint)
+    if config is not None:
+        check_vocab_size(teacher.encoder.config.vocab_size, config,
+                         f"student_checkpoint {checkpoint}")
+        config = dataclasses.replace(config, lower_case=teacher.encoder.config.lower_case)
+    student = type(teacher).from_pretrained(checkpoint, config=config,
+                                            **head_settings(teacher))
+    check_vocab_size(teacher.encoder.config.vocab_size, student.encoder.config,
+                     f"student_checkpoint {checkpoint}")
+    if getattr(teacher, "crf", None) is not None:
+        student.crf.set_weights(teacher.crf.get_weights())
+    logger.info("student: encoder from %s (%d layers, hidden %d), fresh head", checkpoint,
+                student.encoder.config.num_hidden_layers, student.encoder.config.hidden_size)
+    return student
 
 
 def every_kth_layer(num_layers: int, every: int) -> list[int]:

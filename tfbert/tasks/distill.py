@@ -117,6 +117,10 @@ class DistillOptions:
     student_layers_from_teacher: int | None = field(
         None, "Student: every K-th teacher layer (the top one kept) with the teacher's "
         "embeddings, pooler and head copied (DistilBERT's initialisation).", lower_bound=1)
+    student_checkpoint: str | None = field(
+        None, "Student: a pretrained model folder (run_pretraining.py's model/, a Hugging "
+        "Face or google-research/bert BERT) whose encoder starts the student, its head fresh "
+        "(pre-trained distillation: Turc et al., 2019); its vocab must be the teacher's.")
     temperature: float = field(
         2.0, "Softmax temperature T of the soft loss (which is scaled by T^2).", greater_than=0)
     soft_weight: float = field(
@@ -172,11 +176,12 @@ class DistillOptions:
             raise UserError("init_checkpoint does not apply to distillation: use teacher_dir")
         self.init_checkpoint = resolved
         given = [name for name in ("student_preset", "student_config_file",
-                                   "student_layers_from_teacher")
+                                   "student_layers_from_teacher", "student_checkpoint")
                  if getattr(self, name) is not None]
         if len(given) != 1:
-            raise UserError("give one student: student_preset, student_config_file or "
-                            f"student_layers_from_teacher (got {given or 'none'})")
+            raise UserError("give one student: student_preset, student_config_file, "
+                            "student_layers_from_teacher or student_checkpoint (got "
+                            f"{given or 'none'})")
         if self.unlabelled_file and self.unlabelled_builtin:
             raise UserError("give unlabelled_file or unlabelled_builtin, not both")
         if self.teacher_cache and (self.hidden_weight or self.attention_weight):
@@ -198,9 +203,10 @@ class DistillOptions:
 
     def _student_source(self) -> Any:
         """What `ft.default_learning_rate` reads for the student: its checkpoint (the teacher's
-        layers) or its shape."""
-        return _Source(self.init_checkpoint if self.student_layers_from_teacher else None,
-                       self.student_config_file, self.student_preset)
+        layers, a pretrained student) or its shape."""
+        checkpoint = (self.init_checkpoint if self.student_layers_from_teacher
+                      else self.student_checkpoint)
+        return _Source(checkpoint, self.student_config_file, self.student_preset)
 
     @property
     def student_description(self) -> str:
@@ -208,6 +214,8 @@ class DistillOptions:
             return f"preset {self.student_preset}"
         if self.student_config_file:
             return f"config file {self.student_config_file}"
+        if self.student_checkpoint:
+            return f"pretrained {self.student_checkpoint}"
         return f"every {self.student_layers_from_teacher}th teacher layer"
 
 
@@ -345,7 +353,7 @@ def _run(config: Any, run: Staging) -> dict[str, Any]:
     ft.check_seq_length(config, teacher)
     kind.check_teacher(teacher, loaded)
     with runtime.build_scope(config, teacher.distribute_strategy):  # the teacher's strategy
-        student, layers = _build_student(config, teacher)
+        student, layers = _build_student(config, teacher, loaded.vocab_file)
     ft.check_seq_length(config, student)
     kind.prepare(loaded.vocab_file, loaded.lower_case, loaded.labels)
 
@@ -429,12 +437,16 @@ def _run(config: Any, run: Staging) -> dict[str, Any]:
     return results
 
 
-def _build_student(config: Any, teacher: Any) -> tuple[Any, list[int] | None]:
+def _build_student(config: Any, teacher: Any, teacher_vocab: str
+                   ) -> tuple[Any, list[int] | None]:
     if config.student_layers_from_teacher:
         return students.student_from_teacher_layers(teacher,
                                                     every=config.student_layers_from_teacher)
     if config.student_config_file:
         return students.student_from_config(teacher, config.student_config_file), None
+    if config.student_checkpoint:
+        return students.student_from_checkpoint(teacher, config.student_checkpoint,
+                                                teacher_vocab), None
     return students.student_from_preset(teacher, config.student_preset), None
 
 
