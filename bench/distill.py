@@ -275,6 +275,7 @@ def run(pretrained: str, work_dir: str, tasks: Sequence[str], variants: Sequence
                              f"{shape}, not the table's student {STUDENT}")
     student_args = ({"student_checkpoint": student_checkpoint} if student_checkpoint
                     else {"student_config_file": student_file})
+    folder = "" if student_checkpoint else "random_init_"  # a variant's run folder: prefix
     record: dict[str, Any] = {"scores": [], "deployment": [], "teacher_parameters": {},
                               "load_average": {"start": load_average()}, "phases": {},
                               "settings": {}}
@@ -292,7 +293,7 @@ def run(pretrained: str, work_dir: str, tasks: Sequence[str], variants: Sequence
         for variant in variants:
             record["phases"][f"{task} {variant}"] = time.strftime("%H:%M:%S")
             students[variant] = run_student(task, variant, teacher_dir, student_args,
-                                            os.path.join(work_dir, task, variant), seed,
+                                            os.path.join(work_dir, task, folder + variant), seed,
                                             setup)
             print(f"{task} {variant}: {students[variant]['kept']}", flush=True)
         record["scores"] += student_rows(task, setup["metric"], teacher, students)
@@ -301,7 +302,8 @@ def run(pretrained: str, work_dir: str, tasks: Sequence[str], variants: Sequence
         record["phases"][f"{task} deployment"] = time.strftime("%H:%M:%S")
         record["load_average"][f"{task} deployment"] = load_average()
         record["deployment"] += deployment_rows(
-            task, {"teacher": teacher_dir, f"student ({best})": os.path.join(work_dir, task, best)},
+            task, {"teacher": teacher_dir,
+                   f"student ({best})": os.path.join(work_dir, task, folder + best)},
             work_dir, setup["max_eval_examples"], setup["latency_runs"])
     record["load_average"]["end"] = load_average()
     record["student_config"] = STUDENT
