@@ -236,17 +236,24 @@ _PREDICT_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _predict_step(model: Any) -> Any:
-    """tf.function(inputs, index) -> (outputs, index) of `model` under its strategy: each batch
-    split across the replicas, the outputs (and positions) gathered back in batch order."""
+    """tf.function(inputs, index) -> (outputs, index) of `model`: with several replicas each
+    batch is split across them under the model's strategy and the outputs (and positions)
+    gathered back in batch order; with one replica the model is called as it is (the
+    strategy's run and gather would only add per-batch work)."""
     if model in _PREDICT_STEPS:
         return _PREDICT_STEPS[model]
     strategy, owner = model.distribute_strategy, weakref.ref(model)
-    gather = lambda x: strategy.gather(x, axis=0)
+    if strategy.num_replicas_in_sync == 1:
+        @tf.function(reduce_retracing=True)
+        def step(inputs: Any, index: Any) -> tuple[Any, Any]:
+            return owner()(inputs, training=False), index
+    else:
+        gather = lambda x: strategy.gather(x, axis=0)
 
-    @tf.function(reduce_retracing=True)
-    def step(inputs: Any, index: Any) -> tuple[Any, Any]:
-        out = strategy.run(lambda x: owner()(x, training=False), args=(inputs,))
-        return tf.nest.map_structure(gather, out), None if index is None else gather(index)
+        @tf.function(reduce_retracing=True)
+        def step(inputs: Any, index: Any) -> tuple[Any, Any]:
+            out = strategy.run(lambda x: owner()(x, training=False), args=(inputs,))
+            return tf.nest.map_structure(gather, out), None if index is None else gather(index)
 
     _PREDICT_STEPS[model] = step
     return step
@@ -259,8 +266,9 @@ def predict_in_order(model: Any, batches: tf.data.Dataset, per_token: bool = Fal
     Batches with `example_index` in their input dict (`batch_by_length` without shuffle) are
     put back in the order of those positions; other batches are taken in order. Targets in
     the batches are ignored. Keras's `model.predict` cannot concatenate batches of different
-    lengths (and would keep the bucket order): this loop calls the model in a tf.function under
-    its distribution strategy (each batch split across replicas, the outputs gathered back).
+    lengths (and would keep the bucket order): this loop calls the model in a tf.function (with
+    several replicas under its distribution strategy: each batch split across them, the
+    outputs gathered back).
 
     Args:
         model: keras.Model. Input dict -> a tensor or a dict of tensors.
@@ -288,7 +296,10 @@ def predict_in_order(model: Any, batches: tf.data.Dataset, per_token: bool = Fal
     outputs: list[Any] = []
     positions: list[np.ndarray] = []
     seen = 0
-    for batch in strategy.experimental_distribute_dataset(batches.map(split)):
+    split_batches = batches.map(split)
+    if strategy.num_replicas_in_sync > 1:
+        split_batches = strategy.experimental_distribute_dataset(split_batches)
+    for batch in split_batches:
         out, index = step(batch["inputs"], batch.get("index"))
         out = tf.nest.map_structure(lambda x: np.asarray(x), out)
         size = len(tf.nest.flatten(out)[0])
