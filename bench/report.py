@@ -152,6 +152,8 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
     ("Fine-tuning at the length of the data (`bench.bench_finetune`)", [
         ("finetune-quick-avx2-epyc-zen3-2026-12-03.json",
          "python -m bench.bench_finetune --quick --torch_python PY --results FILE"),
+        ("finetune-throughput-avx512-epyc-zen4-2026-12-03.json",
+         "python -m bench.bench_finetune --quick --no_curves --torch_python PY --results FILE"),
     ]),
     ("Distillation and int8 TFLite", [
         ("int8_study-vm-2cpu-2026-12-03.json",
