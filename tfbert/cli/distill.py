@@ -5,12 +5,14 @@ The teacher's task decides the data: the data flags are its fine-tuning command'
 --tfds_name, --class_weights, --best_metric; run_ner.py: --task_name, --train_file, ...,
 --char_level, --long_input, --doc_stride, --label_alignment); with none of them it runs the
 task's built-in data (sentiment, people_daily). The student keeps the teacher's vocab, casing,
-labels and head; give its shape one way:
+labels and head; give its shape one way (or a pretrained small model of the teacher's vocab):
 
     python run_distill.py --teacher_dir=output/sentiment --student_preset=bert-mini \\
         --output_dir=output/sentiment_mini --unlabelled_builtin=reviews
     python run_distill.py --teacher_dir=output/ner --student_layers_from_teacher=2 \\
         --output_dir=output/ner_half --hidden_weight=1 --attention_weight=1
+    python run_distill.py --teacher_dir=output/ner --student_checkpoint=small_bert/model \\
+        --output_dir=output/ner_small --unlabelled_builtin=people_daily
     python run_distill.py --teacher_dir=hf_finetuned_classifier/ --student_config_file=s.json \\
         --train_file=train.tsv --dev_file=dev.tsv --test_file=test.tsv \\
         --unlabelled_file=unlabelled.txt --teacher_cache=cache/teacher.tfrecord \\
