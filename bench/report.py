@@ -156,6 +156,10 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
          "python -m bench.bench_finetune --quick --no_curves --torch_python PY --results FILE"),
     ]),
     ("Distillation and int8 TFLite", [
+        ("distill-avx512-epyc-zen4-2026-12-03.json",
+         "python -m bench.distill --pretrained=output/teacher/pretrain_mini/model "
+         "--work_dir=output/distill_table --tasks=ner,sentiment --teacher_learning_rates=3e-4,1e-3 "
+         "--student_checkpoint=output/student/pretrain_4l96/model --output=FILE"),
         ("int8_study-vm-2cpu-2026-12-03.json",
          "python -m experiments.int8_study --sentiment_model=output/demo/pretrained/model "
          "--ner_model=output/int8_dev/ner/model --ner_crf_model=output/int8_dev/ner_crf/model "
