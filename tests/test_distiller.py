@@ -248,8 +248,10 @@ def test_pretrained_student_keeps_its_encoder_and_takes_the_teachers_head(tmp_pa
     teacher = tfbert.BertTokenClassifier(BertEncoder(tiny_config(vocab_size=120)),
                                          num_classes=5, crf=True, dropout=0.2)
     teacher.crf.set_weights([w + 1.5 for w in teacher.crf.get_weights()])
+    from tfbert.tasks.distill import pretrained_student
+
     vocab = os.path.join(PRETRAINED, "vocab.txt")
-    student = students.student_from_checkpoint(teacher, PRETRAINED, vocab)
+    student = pretrained_student(teacher, PRETRAINED, vocab)
     pretrained = tfbert.from_pretrained(PRETRAINED)
     encoder = getattr(pretrained, "encoder", pretrained)
     assert _same(student.encoder.get_weights(), encoder.get_weights())
@@ -262,10 +264,10 @@ def test_pretrained_student_keeps_its_encoder_and_takes_the_teachers_head(tmp_pa
     tokens[10], tokens[11] = tokens[11], tokens[10]
     other.write_text("\n".join(tokens) + "\n", encoding="utf-8")
     with pytest.raises(UserError, match="its vocab is not the teacher's .*2 of 120 ids differ"):
-        students.student_from_checkpoint(teacher, PRETRAINED, str(other))
+        pretrained_student(teacher, PRETRAINED, str(other))
     small = tfbert.BertClassifier(BertEncoder(tiny_config()), num_classes=2)  # vocab 97
     with pytest.raises(UserError, match="vocab_size 120, the teacher's vocab 97"):
-        students.student_from_checkpoint(small, PRETRAINED, vocab)
+        pretrained_student(small, PRETRAINED, vocab)
 
 
 # --- training ------------------------------------------------------------------------------------

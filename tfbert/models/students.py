@@ -7,7 +7,7 @@ Four ways to make one:
     student = student_from_preset(teacher, "bert-mini")        # a published shape
     student = student_from_config(teacher, "student.json")     # any BertConfig file
     student, layers = student_from_teacher_layers(teacher, every=2)  # DistilBERT's init
-    student = student_from_checkpoint(teacher, "small/model", "teacher/vocab.txt")  # pretrained
+    student = student_from_checkpoint(teacher, "small/model")  # a pretrained small model
 
 A preset gives the shape only (layers, width, heads, intermediate size); everything else
 (vocab_size, type_vocab_size, max_position_embeddings, hidden_act, dropout, initializer_range,
@@ -119,26 +119,18 @@ def student_from_config(teacher: Any, config_file: str) -> Any:
         config, lower_case=teacher.encoder.config.lower_case))
 
 
-def student_from_checkpoint(teacher: Any, checkpoint: str, teacher_vocab: str) -> Any:
+def student_from_checkpoint(teacher: Any, checkpoint: str, config: BertConfig | None = None
+                            ) -> Any:
     """A student whose encoder is the pretrained model `checkpoint` (any checkpoint
-    `from_pretrained` reads), with a fresh head of the teacher's class and settings (the CRF's
-    transitions copied from the teacher) and the teacher's casing.
+    `from_pretrained` reads; `config`, if given, its config), with a fresh head of the
+    teacher's class and settings (the CRF's transitions copied from the teacher) and the
+    teacher's casing. Whether its vocab holds the teacher's token ids is the caller's check
+    (`tfbert.tasks.distill.pretrained_student` compares the vocab files).
 
     Raises:
-        UserError: the checkpoint's vocab is not the teacher's (`teacher_vocab`): other token
-            ids, or another size.
+        UserError: the checkpoint's vocab_size is not the teacher's.
     """
-    from tfbert.training import model_source  # (training code: loaded only for this)
-
     _check_task_model(teacher)
-    model_source.check_init_checkpoint(checkpoint)
-    own = model_source.vocab_beside(checkpoint)
-    if own is not None:
-        difference = model_source.vocab_difference(teacher_vocab, own)
-        if difference is not None:
-            raise UserError(f"student_checkpoint {checkpoint}: its vocab is not the teacher's "
-                            f"({difference}); a student reads the teacher's token ids")
-    config = model_source.checkpoint_config(checkpoint)
     if config is not None:
         check_vocab_size(teacher.encoder.config.vocab_size, config,
                          f"student_checkpoint {checkpoint}")

@@ -445,9 +445,26 @@ def _build_student(config: Any, teacher: Any, teacher_vocab: str
     if config.student_config_file:
         return students.student_from_config(teacher, config.student_config_file), None
     if config.student_checkpoint:
-        return students.student_from_checkpoint(teacher, config.student_checkpoint,
-                                                teacher_vocab), None
+        return pretrained_student(teacher, config.student_checkpoint, teacher_vocab), None
     return students.student_from_preset(teacher, config.student_preset), None
+
+
+def pretrained_student(teacher: Any, checkpoint: str, teacher_vocab: str) -> Any:
+    """`students.student_from_checkpoint` after checking that the checkpoint's vocab (its
+    vocab.txt, when it has one) holds the teacher's token ids.
+
+    Raises:
+        UserError: another vocab (other ids, or another size).
+    """
+    model_source.check_init_checkpoint(checkpoint)
+    own = model_source.vocab_beside(checkpoint)
+    if own is not None:
+        difference = model_source.vocab_difference(teacher_vocab, own)
+        if difference is not None:
+            raise UserError(f"student_checkpoint {checkpoint}: its vocab is not the teacher's "
+                            f"({difference}); a student reads the teacher's token ids")
+    return students.student_from_checkpoint(teacher, checkpoint,
+                                            model_source.checkpoint_config(checkpoint))
 
 
 def _share(student: float | None, teacher: float | None) -> float | None:
