@@ -727,6 +727,8 @@ if __name__ == "__main__":
     parser.add_argument("--spec", help="(internal) the run's spec.json")
     parser.add_argument("--out", help="(internal) where --curve writes")
     args = parser.parse_args()
+    if args.results and os.path.exists(args.results):  # before minutes of measuring
+        parser.error(f"--results {args.results} exists; give another file")
     if args.curve:
         _curve_main(args.curve, args.spec, args.out)
     else:
