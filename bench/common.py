@@ -295,6 +295,18 @@ def emulate_avx2() -> dict[str, str]:
     return {key: os.environ[key] for key in (*EMULATE_AVX2_ENV, "XLA_FLAGS", EMULATED_ENV)}
 
 
+def new_results_file(study: str, output: str | None) -> str:
+    """Where a study writes its record: `output`, or bench/results/STUDY-MACHINE-DATE.json;
+    SystemExit if that file exists (a record is never replaced)."""
+    import datetime
+
+    output = output or os.path.join(
+        "bench", "results", f"{study}-{machine_name()}-{datetime.date.today().isoformat()}.json")
+    if os.path.exists(output):
+        raise SystemExit(f"{study}: {output} exists; give another --output")
+    return output
+
+
 def load_average() -> list[float]:
     """`uptime`'s 1, 5 and 15 minute load averages (os.getloadavg), for results files."""
     return [round(x, 2) for x in os.getloadavg()]

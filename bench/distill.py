@@ -49,7 +49,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bench.common import REPO_ROOT, isa_record, load_average, machine_name
+from bench.common import REPO_ROOT, isa_record, load_average, machine_name, new_results_file
 from bench.quality import SETUPS
 from tfbert.fileio import write_json
 
@@ -342,11 +342,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                          f"variants {list(VARIANTS)}")
     if not os.path.exists(os.path.join(args.pretrained, "config.json")):
         raise SystemExit(f"distill: --pretrained {args.pretrained}: no config.json there")
+    output = new_results_file("distill", args.output)
     date = datetime.date.today().isoformat()
-    output = args.output or os.path.join("bench", "results",
-                                         f"distill-{machine_name()}-{date}.json")
-    if os.path.exists(output):
-        raise SystemExit(f"distill: {output} exists; give another --output")
     record = run(args.pretrained, args.work_dir, tasks, variants, args.seed, args.quick,
                  [float(x) for x in args.teacher_learning_rates.split(",")],
                  args.student_checkpoint, args.student_pretraining_steps)

@@ -30,7 +30,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bench.common import machine_name
+from bench.common import machine_name, new_results_file
 from bench.model_scores import study_task
 from tfbert.fileio import write_json, write_text
 
@@ -82,11 +82,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for task, model_dir in models.items():
         if not os.path.isdir(model_dir):
             raise SystemExit(f"int8_study: --{TASKS[task]} {model_dir}: no such folder")
+    output = new_results_file("int8_study", args.output)
     date = datetime.date.today().isoformat()
-    output = args.output or os.path.join("bench", "results",
-                                         f"int8_study-{machine_name()}-{date}.json")
-    if os.path.exists(output):
-        raise SystemExit(f"int8_study: {output} exists; give another --output")
     rows, load = [], [os.getloadavg()]
     for task, model_dir in models.items():
         rows += study_task(task, model_dir, args.work_dir, args.quantizations.split(","),
