@@ -296,7 +296,7 @@ def emulate_avx2() -> dict[str, str]:
 
 
 def new_results_file(study: str, output: str | None) -> str:
-    """Where a study writes its record: `output`, or bench/results/STUDY-MACHINE-DATE.json;
+    """Where a study writes its record: `output`, or bench/results/<study>-<machine>-<date>.json;
     SystemExit if that file exists (a record is never replaced)."""
     import datetime
 
