@@ -73,9 +73,9 @@ def test_weight_decay_skips_layer_norm_and_biases():
 def test_optimizer_settings_match_bert():
     opt = optimization.create_optimizer(1e-4, num_train_steps=100, num_warmup_steps=10)
     assert isinstance(opt, optimization.AdamW)
-    assert (opt.epsilon, opt.weight_decay, opt.global_clipnorm) == (1e-6, 0.01, 1.0)
+    assert (opt.epsilon, opt.weight_decay, opt.clip_norm) == (1e-6, 0.01, 1.0)
     lamb = optimization.create_optimizer(1e-4, 100, optimizer="lamb")
-    assert (lamb.epsilon, lamb.decay_rate, lamb.global_clipnorm) == (1e-6, 0.01, 1.0)
+    assert (lamb.epsilon, lamb.decay_rate, lamb.clip_norm) == (1e-6, 0.01, 1.0)
     scaled = optimization.create_optimizer(1e-4, 100, loss_scale=True)
     assert isinstance(scaled, keras.optimizers.LossScaleOptimizer)
     with pytest.raises(ValueError, match="optimizer must be one of"):
@@ -88,6 +88,7 @@ def test_optimizer_serialization_round_trip_keeps_schedule_and_exclusions(name):
                                         gradient_accumulation_steps=2, loss_scale=True)
     back = keras.optimizers.deserialize(keras.optimizers.serialize(opt)).inner_optimizer
     assert type(back) is type(opt.inner_optimizer) and back.accumulation_steps == 2
+    assert back.clip_norm == 1.0
     assert isinstance(back._learning_rate, optimization.WarmupLinearDecay)
     model = dense_model()
     assert [back._use_weight_decay(v) if name == "adamw" else
@@ -154,6 +155,34 @@ def test_adamw_fused_update_matches_keras_and_numpy(jit_compile):
         x = x - 0.05 * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m / (np.sqrt(v) + 1e-7)
     np.testing.assert_allclose(ours, keras_w, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ours, x, rtol=1e-5, atol=1e-6)
+
+
+def test_adamw_sparse_gradient_takes_the_fused_update_clipped_sparse():
+    """A word table's gradient (IndexedSlices, repeated rows) is clipped while sparse and made
+    dense only for ResourceApplyAdam: the weights of keras.optimizers.AdamW with the same
+    global clip (whose ops make the gradient dense: every row's moments decay at every step)."""
+    rng = np.random.default_rng(1)
+    w0 = rng.normal(size=(6, 4)).astype("float32")
+    steps = [(rng.normal(size=(3, 4)).astype("float32") * 4, [0, 0, 3]),
+             (rng.normal(size=(3, 4)).astype("float32") * 4, [2, 5, 2])]
+
+    def run(opt):
+        w = keras.Variable(w0, name="kernel")
+        step = tf.function(lambda values, ids: opt.apply(
+            [tf.IndexedSlices(values, ids, tf.constant([6, 4]))], [w]))
+        for values, ids in steps:
+            step(tf.constant(values), tf.constant(ids))
+        graph = step.get_concrete_function(tf.TensorSpec([3, 4]),
+                                           tf.TensorSpec([3], tf.int32)).graph
+        return w.numpy(), [op.type for op in graph.get_operations()]
+
+    ours, ops_used = run(optimization.AdamW(learning_rate=0.05, weight_decay=0.1,
+                                            global_clipnorm=1.0))
+    assert ops_used.count("ResourceApplyAdam") == 1
+    assert ops_used.count("UnsortedSegmentSum") == 2  # rows summed for the clip; made dense once
+    keras_w, _ = run(keras.optimizers.AdamW(learning_rate=0.05, weight_decay=0.1,
+                                            global_clipnorm=1.0))
+    np.testing.assert_allclose(ours, keras_w, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["adamw", "lamb"])

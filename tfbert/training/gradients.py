@@ -42,6 +42,30 @@ def summed_rows(grads: Sequence[Any]) -> list[Any]:
     return out
 
 
+def clip_by_global_norm(grads: Sequence[Any], clip_norm: float) -> list[Any]:
+    """`grads` times clip_norm / max(norm, clip_norm), the formula of Keras's and TensorFlow's
+    `clip_by_global_norm` (NaN where the norm is not finite), each `tf.IndexedSlices` staying
+    sparse: its rows must be unique (`summed_rows`), so the squares of its values are those of
+    its dense form.
+
+    Keras's clip makes every sparse gradient dense (once for the norm, once for the product):
+    with the word table's gradient that is passes over the whole table at every step, the
+    largest part of a small model's optimizer step (docs/performance.md, "Optimizers and
+    schedules").
+    """
+    norm = tf.sqrt(row_squares(grads))
+    clip = tf.constant(clip_norm, "float32")
+    scale = clip * tf.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
+
+    def scaled(g: Any) -> Any:
+        if isinstance(g, tf.IndexedSlices):
+            return tf.IndexedSlices(g.values * tf.cast(scale, g.values.dtype), g.indices,
+                                    g.dense_shape)
+        return g * tf.cast(scale, g.dtype)
+
+    return [None if g is None else scaled(g) for g in grads]
+
+
 def row_squares(grads: Sequence[Any]) -> Any:
     """The sum of squares over `grads` as `tf.clip_by_global_norm` counts it: each row of an
     IndexedSlices on its own (float32)."""

@@ -16,6 +16,7 @@ from keras import ops
 
 from tfbert.training.gradients import (
     all_reduce_gradients,
+    clip_by_global_norm,
     dense_gradients,
     row_squares,
     summed_rows,
@@ -48,7 +49,8 @@ class _BertOptimizer:
     Set `reduce_gradients = False` when an outer optimizer already summed the gradients.
 
     What Keras's apply gets is `_clip(grads, variables)`: here the sparse gradients with their
-    repeated rows summed, so Keras's `global_clipnorm` clips by the true norm. A subclass that
+    repeated rows summed, clipped to the global norm `clip_norm` (the `global_clipnorm` argument,
+    kept from Keras, whose own clip would make every sparse gradient dense). A subclass that
     clips itself and counts sparse rows one by one (`AdamWeightDecay`) sets
     `counts_sparse_rows`: with accumulation the sum of those rows' squares is then accumulated
     too (`_row_squares`), so k micro-batches clip as one batch of k*b would.
@@ -156,11 +158,12 @@ class _BertOptimizer:
 
     def _clip(self, grads, variables, counted=None, counted_squares=None):
         """The gradients Keras's apply gets: here each sparse one with its repeated rows summed
-        (`summed_rows`), so Keras's `global_clipnorm` clips by the true global norm. `counted`
-        (which gradients the norm counts row by row, their dense mean given) and
-        `counted_squares` (those rows' sum of squares) serve subclasses with
+        (`summed_rows`, still sparse), all clipped to the true global norm `clip_norm` (when
+        set). `counted` (which gradients the norm counts row by row, their dense mean given)
+        and `counted_squares` (those rows' sum of squares) serve subclasses with
         `counts_sparse_rows`."""
-        return summed_rows(grads)
+        grads = summed_rows(grads)
+        return clip_by_global_norm(grads, self.clip_norm) if self.clip_norm else grads
 
     def _rows_counted(self, grads, variables) -> list[bool]:
         """Which of `grads` the clip's norm counts row by row: none here (the true norm)."""
@@ -172,6 +175,7 @@ class _BertOptimizer:
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config["accumulation_steps"] = self.accumulation_steps
+        config["global_clipnorm"] = self.clip_norm
         return config
 
 
@@ -209,7 +213,10 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
     """
 
     def __init__(self, accumulation_steps: int = 1, **kwargs) -> None:
+        # Keras's global_clipnorm is kept as clip_norm: `_clip` applies it, Keras does not.
+        clip_norm = kwargs.pop("global_clipnorm", None)
         super().__init__(**kwargs)
+        self.clip_norm = clip_norm or None
         self._init_accumulation(accumulation_steps)
         # By name, so a deserialized optimizer (Keras does not save the exclusions) keeps them.
         self.exclude_from_weight_decay(var_names=list(EXCLUDED_NAMES))
@@ -222,11 +229,12 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
         word table, which the MLM head shares) that is most of the optimizer's time on a CPU.
         TensorFlow's `ResourceApplyAdam` kernel computes the same formula in that order (m +=
         (g - m)(1 - b1); v += (g^2 - v)(1 - b2); w -= lr_t m / (sqrt(v) + eps), lr_t = lr
-        sqrt(1 - b2^t) / (1 - b1^t)) in one pass. Other backends, amsgrad, sparse gradients and
-        distributed (mirrored) variables take the Keras path. Weight decay is applied before,
-        by Keras, as always.
+        sqrt(1 - b2^t) / (1 - b1^t)) in one pass. A sparse gradient (the word table's) is made
+        dense first, as Keras's ops make it: every row's moments decay at every step, as in
+        google-research/bert. Other backends, amsgrad and distributed (mirrored) variables take
+        the Keras path. Weight decay is applied before, by Keras, as always.
         """
-        handles = self._fused_handles(gradient, variable)
+        handles = self._fused_handles(variable)
         if handles is None:
             return super().update_step(gradient, variable, learning_rate)
         var, m, v = handles
@@ -237,13 +245,11 @@ class AdamW(_BertOptimizer, keras.optimizers.AdamW):
             var=var, m=m, v=v, beta1_power=tf.pow(beta_1, step),
             beta2_power=tf.pow(beta_2, step), lr=tf.cast(learning_rate, dtype), beta1=beta_1,
             beta2=beta_2, epsilon=tf.cast(self.epsilon, dtype),
-            grad=tf.cast(gradient, dtype), use_locking=False)
+            grad=tf.cast(tf.convert_to_tensor(gradient), dtype), use_locking=False)
 
-    def _fused_handles(self, gradient, variable):
+    def _fused_handles(self, variable):
         """(variable, m, v) resource handles when the fused kernel applies, else None."""
         if keras.backend.backend() != "tensorflow" or self.amsgrad:
-            return None
-        if isinstance(gradient, tf.IndexedSlices):
             return None
         index = _slot_index(self, variable)
         # Keras's Adam keeps its moments in these two lists (no public accessor; keras 3.15.1).
@@ -411,7 +417,9 @@ class Lamb(_BertOptimizer, keras.optimizers.Optimizer):
             raise ValueError("Lamb takes decay_rate (applied inside the trust ratio), not "
                              "weight_decay (Keras's decoupled decay)")
         kwargs.pop("weight_decay", None)
+        clip_norm = kwargs.pop("global_clipnorm", None)  # applied by `_clip` (see AdamW)
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        self.clip_norm = clip_norm or None
         self._init_accumulation(accumulation_steps)
         self.beta_1 = beta_1
         self.beta_2 = beta_2
