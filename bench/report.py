@@ -130,6 +130,9 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
          "python -m experiments.ab_versions --before CHECKOUT --train --results FILE"),
         ("train-ab-summed-rows-avx2-epyc-zen3-2026-12-03.json",
          "python -m experiments.ab_versions --before CHECKOUT --train --results FILE"),
+        ("train-ab-sparse-clip-avx512-epyc-zen4-2026-12-04.json",
+         "python -m experiments.ab_versions --before CHECKOUT --train --rounds 10 --steps 20 "
+         "--results FILE"),
         ("schedule_choice-avx2-epyc-zen3-2026-12-03.json",
          "python -m experiments.schedule_choice --checkpoints NAME=DIR ... --seeds 1,2,3 "
          "--output FILE"),
