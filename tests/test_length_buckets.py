@@ -117,8 +117,19 @@ def test_eval_batches_carry_positions_and_predict_in_order():
     ds = lb.batch_by_length(tf.data.Dataset.from_tensor_slices(x), 8, t)
     positions = np.concatenate([b[lb.INDEX_KEY].numpy() for b in ds])
     assert sorted(positions.tolist()) == list(range(n))
+    assert positions.tolist() == np.argsort(lengths, kind="stable").tolist()  # sorted by length
+    assert [len(b[lb.INDEX_KEY]) for b in ds] == [8] * 7 + [5] and int(ds.cardinality()) == 8
+    cut = np.zeros(n, int)  # each example's batch width: its batch's longest example's bucket
     for b in ds:
-        np.testing.assert_array_equal(b["input_ids"].numpy()[:, 0] // 100, b[lb.INDEX_KEY])
+        index = b[lb.INDEX_KEY].numpy()
+        np.testing.assert_array_equal(b["input_ids"].numpy()[:, 0] // 100, index)
+        cut[index] = b["input_ids"].shape[1]
+        assert cut[index[0]] == lb.bucket_lengths(t)[lb.bucket_ids(lengths[index], t).max()]
+    mask = (np.arange(t)[None, :] < np.array([[10], [20], [40]])).astype(np.int32)
+    mixed = {"input_ids": mask * 5, "input_mask": mask, "segment_ids": 0 * mask}
+    widths = [b["input_ids"].shape[1] for b in lb.batch_by_length(
+        tf.data.Dataset.from_tensor_slices(mixed), 2, t)]
+    assert widths == [32, 48], widths  # lengths 10 and 20 (buckets 16, 32) in one batch of 32
     inputs = {k: keras.Input((None,), dtype="int32", name=k) for k in x}
     embedded = keras.layers.Embedding(100 * n + t + 1, 3)(inputs["input_ids"])  # [B, T, 3]
     model = keras.Model(inputs, {"tokens": embedded,
@@ -129,7 +140,6 @@ def test_eval_batches_carry_positions_and_predict_in_order():
     np.testing.assert_allclose(np.where(mask, got["tokens"], 0), np.where(mask, want["tokens"], 0),
                                atol=ATOL)
     assert got["tokens"].shape == (n, t, 3)
-    cut = np.asarray(lb.bucket_lengths(t))[lb.bucket_ids(lengths, t)]
     assert all((got["tokens"][i, c:] == -5.0).all() for i, c in enumerate(cut))
     unordered = tf.data.Dataset.from_tensor_slices(x).batch(8)  # no positions: batch order
     np.testing.assert_allclose(lb.predict_in_order(model, unordered)["sum"], want["sum"],
