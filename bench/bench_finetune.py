@@ -48,8 +48,10 @@ Figures:
     default, `tfbert.training.finetune.default_learning_rate`: 1e-3), 10% warmup, dev accuracy
     scored every half epoch, each in a fresh child process, one after another. A curve's clock
     starts with the raw texts and an untrained model (tokenizing, tracing and compiling count)
-    and leaves out the dev scoring. The target is the lowest of the systems' best dev
-    accuracies; a system's time is its training time at its first score at or above it.
+    and leaves out the dev scoring. The target is the lowest of the best dev accuracies of
+    the systems that learned (a best above the dev set's majority-class share, what a constant
+    answer scores; a system that stays there is reported as not learning, with no time); a
+    system's time is its training time at its first score at or above the target.
   - NER (tfbert only): training and evaluation examples (windows)/s of `BertTokenClassifier`
     on the built-in People's Daily NER (`tfbert.data.ner.make_dataset`), buckets on and off.
 Ratios: tfbert with buckets over tfbert without, over keras-hub and over transformers (XLA off,
@@ -119,32 +121,42 @@ def span(times: Sequence[float], warm: int) -> float:
     return times[-1] - times[warm - 1] if warm else times[-1] - times[0]
 
 
-def target_accuracy(curves: dict[str, list[dict]]) -> float | None:
-    """The lowest of the systems' best dev accuracies: a score every system reached (None
-    without a curve). A curve is a list of {"step", "train_s", "dev_accuracy"} points."""
-    best = [max(p["dev_accuracy"] for p in points) for points in curves.values() if points]
+def target_accuracy(curves: dict[str, list[dict]], chance: float = 0.0) -> float | None:
+    """The lowest of the best dev accuracies of the systems that learned (best above `chance`,
+    the dev set's majority-class share: what a constant answer scores): a score every such
+    system reached (None without one). A curve is a list of {"step", "train_s",
+    "dev_accuracy"} points."""
+    best = [b for b in (max(p["dev_accuracy"] for p in points)
+                        for points in curves.values() if points) if b > chance]
     return min(best) if best else None
 
 
-def time_to_accuracy(points: Sequence[dict], target: float) -> dict:
+def time_to_accuracy(points: Sequence[dict], target: float | None) -> dict:
     """The training seconds and step of a curve's first score at or above `target` (None
-    when it never gets there)."""
-    first = next((p for p in points if p["dev_accuracy"] >= target), None)
+    when it never gets there, or without a target)."""
+    first = None if target is None else next(
+        (p for p in points if p["dev_accuracy"] >= target), None)
     return {"time_to_target_s": first and first["train_s"], "step_at_target": first and
             first["step"]}
 
 
-def accuracy_table(curves: dict[str, list[dict]]) -> dict:
-    """{"target_dev_accuracy", "rows"}: per system its best dev accuracy, time and step to the
-    target, the whole run's training seconds and the curve (dev accuracy and training seconds
-    at every score)."""
-    target = target_accuracy(curves)
-    rows = [{"system": name, "best_dev_accuracy": max(p["dev_accuracy"] for p in points),
-             **time_to_accuracy(points, target), "train_s": points[-1]["train_s"],
-             "dev_accuracy_curve": [round(p["dev_accuracy"], 4) for p in points],
-             "train_s_curve": [round(p["train_s"], 1) for p in points]}
-            for name, points in curves.items() if points]
-    return {"target_dev_accuracy": target, "rows": rows}
+def accuracy_table(curves: dict[str, list[dict]], chance: float = 0.0) -> dict:
+    """{"target_dev_accuracy", "majority_class_accuracy", "rows"}: per system its best dev
+    accuracy, whether it learned (best above `chance`; a system that did not has no time to
+    the target), time and step to the target, the whole run's training seconds and the curve
+    (dev accuracy and training seconds at every score)."""
+    target = target_accuracy(curves, chance)
+    rows = []
+    for name, points in curves.items():
+        if not points:
+            continue
+        best = max(p["dev_accuracy"] for p in points)
+        rows.append({"system": name, "best_dev_accuracy": best, "learned": best > chance,
+                     **time_to_accuracy(points, target if best > chance else None),
+                     "train_s": points[-1]["train_s"],
+                     "dev_accuracy_curve": [round(p["dev_accuracy"], 4) for p in points],
+                     "train_s_curve": [round(p["train_s"], 1) for p in points]})
+    return {"target_dev_accuracy": target, "majority_class_accuracy": chance, "rows": rows}
 
 
 def throughput_rows(times: dict[str, dict[str, list[float]]], examples: dict[str, int],
@@ -667,7 +679,9 @@ def run(quick: bool = False, torch_python: str | None = None,
                     errors.append({"system": name, "error": result["error"]})
                 else:
                     points[name] = result["points"]
-            table = {**accuracy_table(points), "errors": errors}
+            labels = spec["dev"]["labels"]
+            chance = max(labels.count(c) for c in set(labels)) / len(labels)
+            table = {**accuracy_table(points, chance), "errors": errors}
         for shape in shapes:
             phases.mark(f"{shape} set-up")
             measure_throughput(spec, shape, systems(shape, quick), torch_python, rows, phases)

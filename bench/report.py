@@ -301,13 +301,16 @@ def finetune_tables(result: dict[str, Any]) -> list[str]:
                     for r in result.get("rows", [])])
     accuracy = result.get("time_to_accuracy") or {}
     if accuracy.get("rows"):
-        lines += [f"Time to dev accuracy {number(accuracy.get('target_dev_accuracy'))} (the "
-                  "lowest of the systems' best), built-in shape; training seconds, dev scoring "
-                  "left out:", ""]
-        lines += table(["system", "best dev accuracy", "time to target (s)", "step",
+        chance = accuracy.get("majority_class_accuracy")
+        among = ("the lowest of the systems' best" if chance is None else
+                 f"the lowest best of the systems that learned: above {number(chance)}, the "
+                 "dev set's majority-class share")
+        lines += [f"Time to dev accuracy {number(accuracy.get('target_dev_accuracy'))} ({among}),"
+                  " built-in shape; training seconds, dev scoring left out:", ""]
+        lines += table(["system", "best dev accuracy", "learned", "time to target (s)", "step",
                         "all epochs (s)", "dev accuracy at each score"],
-                       [[r["system"], r.get("best_dev_accuracy"), r.get("time_to_target_s"),
-                         r.get("step_at_target"), r.get("train_s"),
+                       [[r["system"], r.get("best_dev_accuracy"), r.get("learned", "-"),
+                         r.get("time_to_target_s"), r.get("step_at_target"), r.get("train_s"),
                          r.get("dev_accuracy_curve")] for r in accuracy["rows"]])
     errors = accuracy.get("errors") or []
     if errors:

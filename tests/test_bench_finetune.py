@@ -42,6 +42,21 @@ def test_target_is_the_lowest_best_and_each_time_its_first_score_there():
     assert bf.target_accuracy({}) is None
 
 
+def test_a_system_at_the_majority_share_did_not_learn_and_sets_no_target():
+    stuck = {**CURVES, "transformers (by length)": [
+        {"step": 10, "train_s": 2.0, "dev_accuracy": 0.52},
+        {"step": 20, "train_s": 4.0, "dev_accuracy": 0.52}]}
+    assert bf.target_accuracy(stuck) == pytest.approx(0.52)  # without the majority share
+    assert bf.target_accuracy(stuck, chance=0.52) == pytest.approx(0.75)
+    table = bf.accuracy_table(stuck, chance=0.52)
+    by = {r["system"]: r for r in table["rows"]}
+    assert table["majority_class_accuracy"] == 0.52
+    assert by["transformers (by length)"]["learned"] is False
+    assert by["transformers (by length)"]["time_to_target_s"] is None
+    assert by["keras-hub"]["learned"] and by["keras-hub"]["time_to_target_s"] == 15.0
+    assert bf.accuracy_table(stuck, chance=0.9)["target_dev_accuracy"] is None
+
+
 def test_time_ratios_are_peer_over_ours():
     table = bf.accuracy_table(CURVES)
     ratios = bf.time_ratios(table, "tfbert (buckets)", ["keras-hub", "transformers", "absent"])
@@ -78,14 +93,15 @@ def test_report_tables_of_a_result():
               "rows": [{"shape": "builtin", "system": "tfbert (buckets)",
                         "train_examples_per_s": 812.345, "eval_examples_per_s": 2000.0},
                        {"shape": "builtin", "system": "transformers", "error": "no torch"}],
-              "time_to_accuracy": {**bf.accuracy_table(CURVES), "errors": []},
+              "time_to_accuracy": {**bf.accuracy_table(CURVES, chance=0.5), "errors": []},
               "ratios": {"builtin: train tfbert (buckets)/tfbert (fixed)": 2.25},
               "load_average": {"start": [1.5, 1.0, 0.5]}, "phase_start_s": {"start": 0.0}}
     text = "\n".join(report.finetune_tables(result))
     assert "| builtin | tfbert (buckets) | 812.3 | 2000 |" in text
     assert "| builtin | transformers |  | no torch |" in text
-    assert "Time to dev accuracy 0.75" in text
-    assert "| keras-hub | 0.75 | 15 | 20 | 21 | [0.6, 0.75, 0.74] |" in text
+    assert "Time to dev accuracy 0.75 (the lowest best of the systems that learned: above 0.5" \
+        in text
+    assert "| keras-hub | 0.75 | yes | 15 | 20 | 21 | [0.6, 0.75, 0.74] |" in text
     assert "| builtin: train tfbert (buckets)/tfbert (fixed) | 2.25 |" in text
     assert "| start | 0 | [1.5, 1, 0.5] |" in text
 
