@@ -157,6 +157,13 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
          "python -m bench.bench_finetune --quick --torch_python PY --results FILE"),
         ("finetune-throughput-avx512-epyc-zen4-2026-12-03.json",
          "python -m bench.bench_finetune --quick --no_curves --torch_python PY --results FILE"),
+        ("finetune-throughput-builtin-avx512-epyc-zen4-2026-12-04.json",
+         "python -m bench.bench_finetune --shapes builtin --torch_python PY --results FILE"),
+        ("finetune_step_cost-builtin-avx512-epyc-zen4-2026-12-04.json",
+         "python -m experiments.finetune_step_cost --rounds 5 --steps 20 --output FILE"),
+        ("finetune_step_cost-bert-base-avx512-epyc-zen4-2026-12-04.json",
+         "python -m experiments.finetune_step_cost --rounds 1 --steps 2 --warm 1 "
+         "--shape bert-base --output FILE"),
     ]),
     ("Distillation and int8 TFLite", [
         ("distill-avx512-epyc-zen4-2026-12-03.json",

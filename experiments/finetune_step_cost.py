@@ -1,7 +1,8 @@
 """What a fine-tuning step costs at each bucket length, and the ratio that cost allows.
 
-The benchmark's tfbert classifier (`bench.bench_finetune`: the built-in shape, tfbert's AdamW
-with its schedule and clip, no XLA) trains on synthetic batches of 32 at every bucket length of
+The benchmark's tfbert classifier (`bench.bench_finetune`: the built-in shape, or bert-base's
+with `--shape bert-base`; tfbert's AdamW with its schedule and clip, no XLA) trains on synthetic
+batches of 32 at every bucket length of
 max_seq_length 128, through `model.fit` as the fine-tuning commands run it. Two models: one
 that only ever sees 128 (its train function traced for that one shape, as with
 `--length_buckets=false`) and one that has seen every bucket length (its train function traced
@@ -14,7 +15,7 @@ its own would reach on the benchmark's training reviews: the fixed-length step o
 the bucketed steps weighted by the epoch's batches per bucket.
 
     nice .venv/bin/python -m experiments.finetune_step_cost [--rounds 5] [--steps 20]
-        [--output FILE]
+        [--warm 3] [--shape builtin|bert-base] [--output FILE]
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def synthetic_batch(length: int, seed: int) -> tuple[dict, np.ndarray]:
              "segment_ids": np.zeros_like(ids)}, rng.integers(0, 2, BATCH).astype(np.int32))
 
 
-def measure(rounds: int, steps: int) -> dict:
+def measure(rounds: int, steps: int, warm: int, shape: str) -> dict:
     import keras
     import tensorflow as tf
 
@@ -52,20 +53,20 @@ def measure(rounds: int, steps: int) -> dict:
     from tfbert.text.preprocessor import BertPreprocessor
 
     workdir = tempfile.mkdtemp(prefix="finetune_step_cost_")
-    spec = bf.prepare(workdir, False, ["builtin"])
+    spec = bf.prepare(workdir, False, ["builtin", shape])
     lengths = lb.bucket_lengths(SEQ)
 
     def model() -> keras.Model:
-        system = bf.tfbert_classifier(spec, "builtin", True, False)
+        system = bf.tfbert_classifier(spec, shape, True, False)
         bf.compile_tfbert(system["model"], system["config"], 10_000,
                           keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         return system["model"]
 
     data = {n: tf.data.Dataset.from_tensors(synthetic_batch(n, n)).repeat() for n in lengths}
     fixed, bucketed = model(), model()
-    fixed.fit(data[SEQ], steps_per_epoch=3, epochs=1, verbose=0)
+    fixed.fit(data[SEQ], steps_per_epoch=warm, epochs=1, verbose=0)
     for n in lengths:  # every length seen: the train function is traced for any length
-        bucketed.fit(data[n], steps_per_epoch=3, epochs=1, verbose=0)
+        bucketed.fit(data[n], steps_per_epoch=warm, epochs=1, verbose=0)
 
     class Clock(keras.callbacks.Callback):
         def on_train_begin(self, logs=None):
@@ -77,8 +78,8 @@ def measure(rounds: int, steps: int) -> dict:
     clock = Clock()
 
     def step_ms(m: keras.Model, n: int) -> float:
-        m.fit(data[n], steps_per_epoch=steps + 2, epochs=1, verbose=0, callbacks=[clock])
-        return 1e3 * float(np.median(np.diff(clock.times)[2:]))
+        m.fit(data[n], steps_per_epoch=steps + 1, epochs=1, verbose=0, callbacks=[clock])
+        return 1e3 * float(np.median(np.diff(clock.times)[1:]))  # the first: fit's start
 
     runs: dict[str, list[float]] = {"fixed 128": []} | {f"bucketed {n}": [] for n in lengths}
     for _ in range(rounds):
@@ -106,14 +107,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warm", type=int, default=3, help="untimed steps per length first")
+    parser.add_argument("--shape", choices=["builtin", "bert-base"], default="builtin")
     parser.add_argument("--output", help="the record (default bench/results/...; never "
                                          "replaced)")
     args = parser.parse_args(argv)
-    output = new_results_file("finetune_step_cost", args.output)
+    output = new_results_file(f"finetune_step_cost-{args.shape}", args.output)
     before = load_average()
-    result = {"probe": "finetune_step_cost", "rounds": args.rounds, "steps": args.steps,
-              "seq": SEQ, "batch": BATCH, "isa": isa_record(),
-              **measure(args.rounds, args.steps)}
+    result = {"probe": "finetune_step_cost", "shape": args.shape, "rounds": args.rounds,
+              "steps": args.steps, "warm": args.warm, "seq": SEQ, "batch": BATCH,
+              "isa": isa_record(), **measure(args.rounds, args.steps, args.warm, args.shape)}
     result["load_average"] = [before, load_average()]
     text = json.dumps(result, indent=2)
     print(text)
