@@ -234,7 +234,7 @@ def batch_by_length(examples: tf.data.Dataset, batch_size: int, max_seq_length: 
                 lambda batch: cut(table[bucket], batch)),
             window_size=batch_size)
     else:
-        ds = _sorted_batches(examples, batch_size, table, ragged).map(
+        ds = _sorted_batches(examples, batch_size, ragged).map(
             lambda batch: cut(_bucket_length(table, batch), batch))
     return ds.apply(tf.data.experimental.assert_cardinality(count)).prefetch(tf.data.AUTOTUNE)
 
@@ -243,7 +243,7 @@ def batch_by_length(examples: tf.data.Dataset, batch_size: int, max_seq_length: 
 SORT_CHUNK_BATCHES = 64
 
 
-def _sorted_batches(examples: tf.data.Dataset, batch_size: int, table: tf.Tensor,
+def _sorted_batches(examples: tf.data.Dataset, batch_size: int,
                     ragged: bool) -> tf.data.Dataset:
     """{"element", "index"} batches, uncut: the examples in chunks of SORT_CHUNK_BATCHES
     batches, each chunk sorted by length (stably) and cut into batches of batch_size, so only

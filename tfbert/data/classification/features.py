@@ -75,7 +75,7 @@ def make_dataset(examples: Sequence[ClassificationExample], preprocessor: Any,
     if pairs:
         texts = (texts, tf.constant([e.text_b for e in examples]))
     # Packed once into arrays: an iterator over a cache of the tokenizing pipeline would build
-    # that pipeline (its vocab table) again at every pass, ~75 ms per dev evaluation.
+    # that pipeline (its vocab table) again at every pass, a cost on every dev evaluation.
     encoded = tf.data.Dataset.from_tensor_slices(texts).batch(_PREPROCESS_BATCH).map(
         lambda *x: preprocessor(x if len(x) > 1 else x[0]), num_parallel_calls=tf.data.AUTOTUNE)
     parts = list(encoded.as_numpy_iterator())
