@@ -33,6 +33,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 
 from bench.common import isa_record, load_average, new_results_file  # noqa: E402
+from tfbert.fileio import write_json  # noqa: E402
 
 SEQ, BATCH = 128, 32
 
@@ -118,11 +119,8 @@ def main(argv: list[str] | None = None) -> None:
               "steps": args.steps, "warm": args.warm, "seq": SEQ, "batch": BATCH,
               "isa": isa_record(), **measure(args.rounds, args.steps, args.warm, args.shape)}
     result["load_average"] = [before, load_average()]
-    text = json.dumps(result, indent=2)
-    print(text)
-    with open(output + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text + "\n")
-    os.replace(output + ".tmp", output)
+    print(json.dumps(result, indent=2))
+    write_json(output, result)
     print(f"wrote {output}", file=sys.stderr)
 
 

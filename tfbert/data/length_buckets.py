@@ -135,11 +135,21 @@ def _masks(inputs: Any) -> list[Any]:
 
 def example_length(element: Any) -> tf.Tensor:
     """int32 scalar: the length of one example (the longest input_mask row in its inputs)."""
-    masks = _masks(_inputs(element))
-    if not masks:
+    return _mask_lengths(_inputs(element), rank=0)
+
+
+def _mask_lengths(inputs: Any, rank: int) -> tf.Tensor:
+    """The longest input_mask row of each example in `inputs`: rank 0 for one example (masks
+    [T] or [K, T]), rank 1 for a batch ([B, T] or [B, (K), T] masks: int32 [B])."""
+    rows = []
+    for mask in _masks(inputs):
+        x = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
+        while x.shape.rank > rank:
+            x = tf.reduce_max(x, axis=-1)
+        rows.append(x)
+    if not rows:
         raise ValueError("length buckets need an input dict with input_mask in each example")
-    rows = [tf.reduce_max(tf.reduce_sum(tf.cast(m, tf.int32), axis=-1)) for m in masks]
-    return tf.reduce_max(tf.stack(rows))
+    return tf.reduce_max(tf.stack(rows), axis=0)
 
 
 def example_lengths(examples: tf.data.Dataset) -> np.ndarray:
@@ -255,7 +265,7 @@ def _sorted_batches(examples: tf.data.Dataset, batch_size: int,
 
     def split(number: tf.Tensor, *element: Any) -> tf.data.Dataset:
         element = element if len(element) > 1 else element[0]
-        order = tf.argsort(_row_lengths(_inputs(element)), stable=True)
+        order = tf.argsort(_mask_lengths(_inputs(element), rank=1), stable=True)
         block = {"element": tf.nest.map_structure(lambda x: tf.gather(x, order), element),
                  "index": number * chunk + tf.cast(order, tf.int64)}
         rows = tf.data.Dataset.from_tensor_slices(block)
@@ -264,23 +274,9 @@ def _sorted_batches(examples: tf.data.Dataset, batch_size: int,
     return blocks.flat_map(split)
 
 
-def _row_lengths(inputs: Any) -> tf.Tensor:
-    """int32 [B]: `example_length` of each row of a batch of inputs ([B, T] or [B, (K), T]
-    masks)."""
-    rows = []
-    for mask in _masks(inputs):
-        x = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
-        while x.shape.rank > 1:
-            x = tf.reduce_max(x, axis=-1)
-        rows.append(x)
-    if not rows:
-        raise ValueError("length buckets need an input dict with input_mask in each example")
-    return tf.reduce_max(tf.stack(rows), axis=0)
-
-
 def _bucket_length(table: tf.Tensor, batch: dict[str, Any]) -> tf.Tensor:
     """The shortest bucket length that holds a batch's longest example."""
-    longest = tf.reduce_max(_row_lengths(_inputs(batch["element"])))
+    longest = tf.reduce_max(_mask_lengths(_inputs(batch["element"]), rank=1))
     return table[tf.searchsorted(table, longest[None], side="left")[0]]
 
 

@@ -42,18 +42,19 @@ def summed_rows(grads: Sequence[Any]) -> list[Any]:
     return out
 
 
-def clip_by_global_norm(grads: Sequence[Any], clip_norm: float) -> list[Any]:
+def clip_by_global_norm(grads: Sequence[Any], clip_norm: float, norm: Any = None) -> list[Any]:
     """`grads` times clip_norm / max(norm, clip_norm), the formula of Keras's and TensorFlow's
     `clip_by_global_norm` (NaN where the norm is not finite), each `tf.IndexedSlices` staying
-    sparse: its rows must be unique (`summed_rows`), so the squares of its values are those of
-    its dense form.
+    sparse. `norm` defaults to the grads' own, for which an IndexedSlices' rows must be unique
+    (`summed_rows`), so the squares of its values are those of its dense form; a caller that
+    counts the norm another way passes it.
 
     Keras's clip makes every sparse gradient dense (once for the norm, once for the product):
     with the word table's gradient that is passes over the whole table at every step, the
     largest part of a small model's optimizer step (docs/performance.md, "Optimizers and
     schedules").
     """
-    norm = tf.sqrt(row_squares(grads))
+    norm = tf.sqrt(row_squares(grads)) if norm is None else norm
     clip = tf.constant(clip_norm, "float32")
     scale = clip * tf.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
 

@@ -354,11 +354,8 @@ class AdamWeightDecay(_BertOptimizer, keras.optimizers.Optimizer):
             counted_squares = row_squares([g for g, c in zip(grads, counted, strict=True) if c])
         dense = dense_gradients(grads)
         rest = [g for g, c in zip(dense, counted, strict=True) if not c and g is not None]
-        norm = tf.sqrt(row_squares(rest) + counted_squares)
-        clip = tf.constant(self.clip_norm, "float32")
-        # tf.clip_by_global_norm's scale: NaN (not 0 or 1) when the norm is not finite.
-        scale = clip * tf.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
-        return [None if g is None else g * tf.cast(scale, g.dtype) for g in dense]
+        return clip_by_global_norm(dense, self.clip_norm,
+                                   norm=tf.sqrt(row_squares(rest) + counted_squares))
 
     def update_step(self, gradient, variable, learning_rate):
         """google-research/bert's update, in its order of operations."""

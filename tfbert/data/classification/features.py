@@ -78,8 +78,8 @@ def make_dataset(examples: Sequence[ClassificationExample], preprocessor: Any,
     # that pipeline (its vocab table) again at every pass, a cost on every dev evaluation.
     encoded = tf.data.Dataset.from_tensor_slices(texts).batch(_PREPROCESS_BATCH).map(
         lambda *x: preprocessor(x if len(x) > 1 else x[0]), num_parallel_calls=tf.data.AUTOTUNE)
-    parts = list(encoded.as_numpy_iterator())
-    arrays = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    batches = list(encoded.as_numpy_iterator())
+    arrays = {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}
     ds = tf.data.Dataset.from_tensor_slices(arrays)
     if labels is not None:
         parts = (ds, tf.data.Dataset.from_tensor_slices(_targets(examples, labels, multi_label)))
