@@ -352,9 +352,9 @@ def test_bad_input_fails_before_training(tiny_data, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="train_batch_size 8 is not a multiple of "
                        "gradient_accumulation_steps 3"):
         run_pretraining(pretrain_config(tiny_data, out, gradient_accumulation_steps=3))
-    from tfbert.data import corpora
+    from tfbert.data import splits
 
-    monkeypatch.setattr(corpora, "chinese_documents", lambda: [])
+    monkeypatch.setattr(splits, "pretraining_documents", lambda: [])
     with pytest.raises(ValueError, match="built-in corpus is empty"):
         builtin_data.default_data(str(tmp_path / "cache"))
     assert not glob.glob(str(out / "checkpoints" / "*"))
@@ -362,14 +362,14 @@ def test_bad_input_fails_before_training(tiny_data, tmp_path, monkeypatch):
 
 
 def test_default_data_is_built_once_and_cached(tmp_path, monkeypatch):
-    from tfbert.data import corpora
+    from tfbert.data import corpora, splits
 
     # Source order as the built-in corpus has it: multi-sentence articles, then one-sentence
     # reviews (always NotNext in the reference); the NotNext share must still be about 50%.
     docs = [d for d in corpora.people_daily_documents() if len(d) >= 2][:150]
     docs += [[text] for text, _ in corpora.reviews()[:150]]
     calls = []
-    monkeypatch.setattr(corpora, "chinese_documents", lambda: calls.append(1) or docs)
+    monkeypatch.setattr(splits, "pretraining_documents", lambda: calls.append(1) or docs)
     first = builtin_data.default_data(str(tmp_path), max_seq_length=128, vocab_size=1500,
                                   dupe_factor=1, eval_fraction=0.1, num_shards=2)
     second = builtin_data.default_data(str(tmp_path), max_seq_length=128, vocab_size=1500,

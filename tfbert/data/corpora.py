@@ -55,7 +55,7 @@ def people_daily_tagged() -> tuple[tuple[tuple[str, str], ...], ...]:
 
 def people_daily_lines() -> list[str]:
     """People's Daily lines as plain text (tags removed), one paragraph per line."""
-    return ["".join(word for word, _ in pairs) for pairs in people_daily_tagged()]
+    return list(_people_daily_lines())
 
 
 def split_sentences(paragraph: str) -> list[str]:
@@ -63,25 +63,55 @@ def split_sentences(paragraph: str) -> list[str]:
     return [s for s in (p.strip() for p in _SENTENCE_SPLIT.split(paragraph)) if s]
 
 
-def people_daily_documents() -> list[list[str]]:
-    """People's Daily as documents (articles) of sentences.
+@functools.lru_cache(maxsize=1)
+def _people_daily_lines() -> tuple[str, ...]:
+    return tuple("".join(word for word, _ in pairs) for pairs in people_daily_tagged())
+
+
+def people_daily_articles() -> list[list[int]]:
+    """People's Daily as articles: lists of indices into `people_daily_lines()`.
 
     The file has no article markers; a line with no sentence-final punctuation is a headline, and
     a run of headline lines (title, subtitle, byline) starts a new article.
     """
-    documents: list[list[str]] = []
-    current: list[str] = []
+    articles: list[list[int]] = []
+    current: list[int] = []
     previous_was_headline = False
-    for line in people_daily_lines():
+    for i, line in enumerate(_people_daily_lines()):
         headline = not line.endswith(SENTENCE_END)
         if headline and not previous_was_headline and current:
-            documents.append(current)
+            articles.append(current)
             current = []
         previous_was_headline = headline
-        current.extend(split_sentences(line))
+        current.append(i)
     if current:
-        documents.append(current)
-    return documents
+        articles.append(current)
+    return articles
+
+
+def people_daily_article_heads() -> list[tuple[list[int], int]]:
+    """Each run of headline lines (no sentence-final punctuation) with the line after it, its
+    lead: ([headline line indices], lead line index), indices into `people_daily_lines()`."""
+    lines = _people_daily_lines()
+    heads, i = [], 0
+    while i < len(lines):
+        if lines[i].endswith(SENTENCE_END):
+            i += 1
+            continue
+        run = []
+        while i < len(lines) and not lines[i].endswith(SENTENCE_END):
+            run.append(i)
+            i += 1
+        if i < len(lines):
+            heads.append((run, i))
+    return heads
+
+
+def people_daily_documents() -> list[list[str]]:
+    """People's Daily as documents (articles, `people_daily_articles`) of sentences."""
+    lines = _people_daily_lines()
+    return [[s for i in article for s in split_sentences(lines[i])]
+            for article in people_daily_articles()]
 
 
 @functools.lru_cache(maxsize=1)

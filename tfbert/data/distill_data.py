@@ -12,7 +12,7 @@ skipped and counted; for a sentence-pair teacher a tab separates the two texts, 
 without exactly one tab, or with an empty side, is a UserError naming file:line. The built-in
 sources are the built-in corpus (`tfbert.data.corpora`) cut the way the built-in tasks cut it,
 and only the part those tasks train on, so none of it is dev or test text: "reviews" is every
-review whose `stable_split` is train (whole reviews: the sentiment task's examples),
+review in the sentiment task's train split (whole reviews: the sentiment task's examples),
 "people_daily" every People's Daily sentence of the NER corpus's train split (the NER and
 people_daily_types examples). Texts in `exclude` (the run's own dev/test and labelled training
 texts) are left out as well.
@@ -61,7 +61,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbert import ownership, textfiles
-from tfbert.data import corpora
+from tfbert.data import corpora, splits
 from tfbert.data.ner.readers import people_daily_ner
 from tfbert.errors import UserError
 
@@ -133,7 +133,7 @@ def builtin_unlabelled(source: str, exclude: Iterable[str] = ()) -> list[Unlabel
     if source not in BUILTIN_SOURCES:
         raise UserError(f"unlabelled_builtin must be one of {BUILTIN_SOURCES}, got {source!r}")
     if source == "reviews":
-        texts = [text for text, _ in corpora.reviews() if corpora.stable_split(text) == "train"]
+        texts = [text for text, _ in corpora.reviews() if splits.review_split(text) == "train"]
     else:
         texts = [e.text for e in people_daily_ner("train")]
     skip = set(exclude)

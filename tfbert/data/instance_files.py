@@ -35,7 +35,7 @@ import tensorflow as tf
 import tqdm
 
 from tfbert import ownership, textfiles
-from tfbert.data import corpora, record_formats, records
+from tfbert.data import record_formats, records, splits
 from tfbert.data.documents import bert_word_spans, tokenize_documents
 from tfbert.data.google_records import GoogleRecordEncoder
 from tfbert.data.instances import InstanceOptions, Stats, create_instances_multi_pass
@@ -226,7 +226,7 @@ def create_pretraining_data(output_file: str, vocab_file: str,
             return read_text_documents(input_files, on_bytes=bar.update, encoding=encoding,
                                        max_bad_fraction=max_bad_fraction, on_skip=on_skip)
     else:
-        in_memory = list(corpora.chinese_documents() if documents is None else documents)
+        in_memory = list(splits.pretraining_documents() if documents is None else documents)
         source = "the built-in corpus" if documents is None else "documents"
         check_documents(in_memory, source)
         random.Random(seed).shuffle(in_memory)  # in memory anyway: shuffle whole

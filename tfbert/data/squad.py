@@ -308,8 +308,10 @@ def gold_answers(examples: Iterable[QAExample]) -> dict[str, list[str]]:
 # attributes of this module (`qa_data.make_dataset(...)`); those modules import this one, so the
 # names load on first use.
 _ELSEWHERE = {
-    **dict.fromkeys(("BUILTIN_SPLITS", "WH_WORDS", "builtin_qa_examples", "cloze_question",
-                     "paragraph_entities", "write_builtin_qa"), "tfbert.data.qa_builtin"),
+    **dict.fromkeys(("BUILTIN_SPLITS", "builtin_qa_examples", "write_builtin_qa"),
+                    "tfbert.data.qa_builtin"),
+    **dict.fromkeys(("WH_WORDS", "cloze_question", "paragraph_entities"),
+                    "tfbert.data.qa_cloze"),
     **dict.fromkeys(("QAFeature", "TokenizedExample", "char_span_to_tokens", "convert_examples",
                      "make_dataset", "make_features", "stack_features", "tokenize_examples"),
                     "tfbert.data.qa_features"),

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tfbert import ownership, textfiles
-from tfbert.data import corpora
+from tfbert.data import corpora, splits
 from tfbert.errors import UserError
 from tfbert.text import vocab_builder
 
@@ -57,7 +57,7 @@ def build_vocab_file(vocab_file: str, input_file: str | Sequence[str] | None = N
 
     skipped: list[tuple[str, int, str]] = []
     if input_file is None:
-        lines = list(corpora.iter_chinese_text())
+        lines = [s for doc in splits.pretraining_documents() for s in doc]
         source = "the built-in Chinese corpus"
     else:
         source = input_file if isinstance(input_file, str) else ",".join(input_file)

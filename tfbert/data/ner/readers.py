@@ -25,7 +25,7 @@ import os
 from collections.abc import Sequence
 
 from tfbert import textfiles
-from tfbert.data import corpora
+from tfbert.data import corpora, splits
 from tfbert.data.tags import PREFIXES, split_tag, spread
 from tfbert.errors import UserError
 from tfbert.text.char_tables import CJK_RANGES
@@ -169,8 +169,8 @@ def check_char_level(examples: Sequence[NerExample], path: str, char_level: bool
 def people_daily_ner(split: str) -> list[NerExample]:
     """The built-in NER corpus: People's Daily 1998-01 as character-level BIO sentences.
 
-    Paragraphs are cut into sentences after 。！？；, and each sentence goes to train/dev/test by
-    a hash of its text (`corpora.stable_split`). Entities: `ns` LOC, `nt` ORG, `nr` PER. The corpus
+    Paragraphs are cut into sentences after 。！？；, and each sentence goes to the split of its
+    paragraph (`tfbert.data.splits`: near-copies in one split). Entities: `ns` LOC, `nt` ORG, `nr` PER. The corpus
     splits Chinese names into surname/nr + given-name/nr, so consecutive `nr` words make one
     person; a run that holds several names side by side (江/nr 泽民/nr 李/nr 鹏/nr) starts a
     new person at each one-character surname that follows a complete name. A bracketed compound
@@ -187,12 +187,13 @@ def people_daily_ner(split: str) -> list[NerExample]:
 @functools.lru_cache(maxsize=1)
 def _people_daily_sentences() -> tuple[tuple[NerExample, str], ...]:
     out = []
+    line_splits = splits.people_daily_line_splits()
     for line, paragraph in enumerate(corpora.people_daily_tagged(), start=1):
         for sentence in _split_sentences(_entity_words(paragraph, f"199801.txt:{line}")):
             chars = tuple(ch for word, _ in sentence for ch in word)
             tags = tuple(tag for word, entity in sentence for tag in _char_tags(word, entity))
             example = NerExample(chars, tags, f"199801.txt:{line}", separator="")
-            out.append((example, corpora.stable_split(example.text)))
+            out.append((example, line_splits[line - 1]))
     return tuple(out)
 
 
