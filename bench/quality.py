@@ -1,37 +1,36 @@
 """Does pretraining help? The fine-tuning quality table (docs/results.md), baselines included,
-by one command.
+by one command, each figure the mean over seeds.
 
-Each setup fine-tunes on the built-in data from random init and from each pretrained
-checkpoint, next to the simplest baseline trained on the same examples:
+Each setup fine-tunes on the built-in data (the clean splits of `tfbert.data.splits`: no
+dev/test text in a training split or in the pretraining corpus) from random init and from each
+pretrained checkpoint, next to a baseline trained to its own best on the same examples:
 
-  sentiment       all 13,846 training reviews, seq 64, 2 epochs; accuracy on the 1,737 test
+  sentiment       all 13,885 training reviews, seq 64, 2 epochs; accuracy on the 1,726 test
                   reviews. Baseline: character n-gram TF-IDF + logistic regression
                   (`tfbert.evaluation.baselines.tfidf_baseline`: n-gram range and C picked
-                  on dev).
+                  on dev; deterministic, so one run stands for every seed).
   sentiment_1000  the first 1,000 training reviews, seq 64, 4 epochs; the same test reviews.
-  ner             the first 3,000 People's Daily training sentences, seq 128, 3 epochs; entity
-                  F1 on the first 1,000 dev and test sentences. Baseline: a character BiLSTM
-                  tagger in plain Keras (`tfbert.evaluation.baselines`) on the same sentences, with
-                  the same epochs, batch, length and seed.
-  ner_crf         the same with a linear-chain CRF head on both (run_ner --crf; the BiLSTM with
-                  tfbert's CRF).
+  ner             the first 3,000 People's Daily training sentences, seq 128, 3 epochs, the
+                  linear (softmax) head; entity F1 on the first 1,000 dev and test sentences.
+                  Baseline: a character BiLSTM + CRF in plain Keras (`tfbert.evaluation.
+                  baselines`) on the same sentences, trained to convergence: up to 40 epochs,
+                  stopped when dev F1 has not improved for 4, the best dev epoch kept.
+  ner_crf         the same with a linear-chain CRF head on the BERT rows too (run_ner --crf).
 
 The BERT runs are run_classification's and run_ner's defaults (among them the learning rate each
 picks for the model, `tfbert.training.finetune.default_learning_rate`) with the setup's data
 size, sequence length and epochs: what a user gets without flags. The runs of a setup share the
-model shape (the first checkpoint's config.json), vocab, settings and seed; only the initial
-weights differ. The "seconds" column is each run's wall time (training, scoring dev after every
-epoch, scoring test), on the machine it ran on.
+model shape (the first checkpoint's config.json), vocab and settings; only the initial weights
+differ. Every BERT row and the BiLSTM run once per seed (--seeds); a row's dev and test are the
+means, each seed's value is kept under "by_seed". The "seconds" column is the mean wall time of
+a run (training, scoring dev after every epoch, scoring test), on the machine it ran on.
 
-    python run_pretraining.py            # writes output/pretrain_default/model
-    python -m bench.quality              # the table (about 15 minutes on 2 CPU cores)
-    python -m bench.quality --setups ner --only pretrained,random_init \\
-        --pretrained A/model,B/model --plot output/ner_vs_pretraining.png   # F1 against steps
-    python -m bench.quality --setups sentiment --learning_rate 1e-4,3e-4,1e-3
-                                         # each start runs every rate and keeps its best on dev
+    python -m bench.quality --pretrained=tfbert-chinese   # the table (docs/pretraining.md)
+    python -m bench.quality --setups sentiment_1000 --only pretrained --seeds 12345 \\
+        --learning_rate 1e-4,3e-4,1e-3   # each start runs every rate and keeps its best on dev
 
-Writes OUTPUT_DIR/quality.json (every row with its settings, dev and test metrics) and
-OUTPUT_DIR/quality.md (the table).
+Writes OUTPUT_DIR/quality.json (every row with its settings, dev and test metrics, per seed)
+and OUTPUT_DIR/quality.md (the table).
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ import dataclasses
 import json
 import logging
 import os
+import statistics
 import time
 from typing import Any
 
@@ -59,7 +59,10 @@ class Setup:
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
     batch_size: int = 32
-    crf: bool = False  # NER: a linear-chain CRF head (run_ner --crf; the BiLSTM gets one too)
+    crf: bool = False  # NER: a linear-chain CRF head on the BERT rows (run_ner --crf)
+    baseline_crf: bool = True  # NER: the BiLSTM's CRF
+    baseline_epochs: int = 40  # NER: the BiLSTM's most epochs (it stops early on dev)
+    baseline_patience: int = 4  # NER: epochs without a better dev F1 before the BiLSTM stops
 
     @property
     def metric(self) -> str:
@@ -99,22 +102,40 @@ def baseline_row(name: str, setup: Setup, seed: int) -> dict[str, Any]:
         model = f"character 1-{n}-gram TF-IDF + logistic regression (C={result['config']['C']:g})"
     else:
         result = ner_baseline(setup.max_train_examples, setup.max_eval_examples,
-                              epochs=setup.epochs, batch_size=setup.batch_size,
-                              max_seq_length=setup.max_seq_length, seed=seed, crf=setup.crf)
-        head = "CRF" if setup.crf else "softmax"
-        model = f"character BiLSTM + {head}, {setup.epochs} epochs (Adam 2e-3)"
+                              epochs=setup.baseline_epochs, patience=setup.baseline_patience,
+                              batch_size=setup.batch_size, max_seq_length=setup.max_seq_length,
+                              seed=seed, crf=setup.baseline_crf)
+        head = "CRF" if setup.baseline_crf else "softmax"
+        model = (f"character BiLSTM + {head}, to convergence (early stopping on dev, "
+                 f"patience {setup.baseline_patience}; Adam 2e-3)")
     return {"setup": name, "start": "baseline", "model": model, "num_train": result["num_train"],
             "seconds": round(time.time() - t0), "dev": result["dev"], "test": result["test"],
             "details": {k: v for k, v in result.items() if k not in ("dev", "test")}}
 
 
-def bert_rows(name: str, setup: Setup, starts: dict[str, dict[str, Any]], output_dir: str,
-              learning_rates: list[float | None], seed: int) -> list[dict[str, Any]]:
-    """The setup fine-tuned from each start (keyword arguments of the task config).
+def mean_row(runs: list[dict[str, Any]], seeds: list[int], metric: str) -> dict[str, Any]:
+    """One row from a start's runs, one per seed: dev and test (every numeric metric) are the
+    means, seconds the mean wall time, "by_seed" each seed's dev and test `metric`."""
+    def mean(key: str) -> dict[str, Any]:
+        numbers = [k for k, v in runs[0][key].items() if isinstance(v, (int, float))]
+        return {k: sum(r[key][k] for r in runs) / len(runs) for k in numbers}
 
-    With several learning rates each start runs them all and keeps the one with the best dev
-    score (the starts need not share a best rate); test is read only for the rate dev picked,
-    and every rate's dev score is kept under "dev_by_learning_rate". None: the task's default.
+    row = dict(runs[0])
+    row.update(dev=mean("dev"), test=mean("test"),
+               seconds=round(sum(r["seconds"] for r in runs) / len(runs)),
+               by_seed=[{"seed": s, "dev": r["dev"][metric], "test": r["test"][metric]}
+                        for s, r in zip(seeds, runs, strict=True)])
+    return row
+
+
+def bert_rows(name: str, setup: Setup, starts: dict[str, dict[str, Any]], output_dir: str,
+              learning_rates: list[float | None], seeds: list[int]) -> list[dict[str, Any]]:
+    """The setup fine-tuned from each start (keyword arguments of the task config), once per
+    seed (`mean_row`).
+
+    With several learning rates each start runs them all and keeps the one with the best mean
+    dev score (the starts need not share a best rate); every rate's mean dev score is kept
+    under "dev_by_learning_rate". None: the task's default.
     """
     from tfbert.tasks.classification import ClassificationConfig, run_classification
     from tfbert.tasks.ner import NerConfig, run_ner
@@ -124,21 +145,29 @@ def bert_rows(name: str, setup: Setup, starts: dict[str, dict[str, Any]], output
         "ner": (run_ner, NerConfig, {"task_name": "people_daily", "crf": setup.crf})}[setup.task]
     common = dict(max_seq_length=setup.max_seq_length, train_batch_size=setup.batch_size,
                   num_train_epochs=setup.epochs, max_train_examples=setup.max_train_examples,
-                  max_eval_examples=setup.max_eval_examples, seed=seed, verbose=2)
+                  max_eval_examples=setup.max_eval_examples, verbose=2)
     rows = []
     for start, start_args in starts.items():
         runs = []
         for lr in learning_rates:
-            suffix = "" if len(learning_rates) == 1 else f"_lr{lr:g}"
-            t0 = time.time()
-            result = run(config_cls(output_dir=os.path.join(output_dir, f"{name}_{start}{suffix}"),
-                                    learning_rate=lr, **task_args, **start_args, **common))
-            runs.append({"learning_rate": result["train"]["learning_rate"],
-                         "seconds": round(time.time() - t0), "dev": result["dev"],
-                         "test": result["test"], "num_train": result["train"]["num_examples"]})
+            by_seed = []
+            for seed in seeds:
+                suffix = ("" if len(learning_rates) == 1 else f"_lr{lr:g}") + f"_seed{seed}"
+                t0 = time.time()
+                result = run(config_cls(
+                    output_dir=os.path.join(output_dir, f"{name}_{start}{suffix}"),
+                    learning_rate=lr, seed=seed, **task_args, **start_args, **common))
+                by_seed.append({"learning_rate": result["train"]["learning_rate"],
+                                "seconds": round(time.time() - t0), "dev": result["dev"],
+                                "test": result["test"],
+                                "num_train": result["train"]["num_examples"]})
+                logger.info("%s %s seed %d: dev %s %.4f, test %.4f", name, start, seed,
+                            setup.metric, result["dev"][setup.metric],
+                            result["test"][setup.metric])
+            runs.append(mean_row(by_seed, seeds, setup.metric))
         best = max(runs, key=lambda r: r["dev"][setup.metric])
         checkpoint = start_args.get("init_checkpoint")
-        best["command"] = command_line(setup, start_args, seed,
+        best["command"] = command_line(setup, start_args, seeds[0],
                                        None if learning_rates == [None] else
                                        best["learning_rate"])
         rows.append({"setup": name, "start": start, "checkpoint": checkpoint,
@@ -201,6 +230,9 @@ def markdown(rows: list[dict[str, Any]], setups: dict[str, Setup]) -> str:
                 model += " + CRF"
             rate = f"{r['learning_rate']:g}" if "learning_rate" in r else ""
             test = f"{r['test'][metric]:.2%}"
+            if len(r.get("by_seed", ())) > 1:
+                values = [100 * b["test"] for b in r["by_seed"]]
+                test += f" ± {statistics.stdev(values):.1f}"
             if r["start"] == "pretrained" and random_init:
                 gain = 100 * (r["test"][metric] - random_init["test"][metric])
                 test += f" ({gain:+.1f})"
@@ -227,7 +259,7 @@ def plot(rows: list[dict[str, Any]], setups: dict[str, Setup], path: str) -> Non
         points = sorted((r["pretraining_steps"], r["test"][setup.metric]) for r in block
                         if r["start"] != "baseline" and r["pretraining_steps"] is not None)
         if points:
-            ax.plot(*zip(*points, strict=True), "o-", label="BERT (2 layers, hidden 128)")
+            ax.plot(*zip(*points, strict=True), "o-", label="BERT")
         for r in block:
             if r["start"] == "baseline":
                 ax.axhline(r["test"][setup.metric], color="grey", linestyle="--",
@@ -263,8 +295,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  "batch_size"):
         parser.add_argument(f"--{name}", type=int, default=None,
                             help="overrides the setups' value")
-    parser.add_argument("--seed", type=int, default=TaskConfig.seed,
-                        help="every run's seed (default: the run_* scripts' own)")
+    parser.add_argument("--seeds", default=f"{TaskConfig.seed},42,7",
+                        help="comma-separated seeds; every BERT row and the BiLSTM run once "
+                             "per seed (default: the run_* scripts' own seed, 42 and 7)")
     parser.add_argument("--plot", default=None, help="write the score-against-pretraining-steps "
                                                      "figure (PNG) here")
     parser.add_argument("--replot", action="store_true",
@@ -282,8 +315,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(markdown(saved["rows"], setups))
         return saved
     names = [x.strip() for x in args.setups.split(",") if x.strip()]
+    try:
+        seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
+    except ValueError:
+        parser.error(f"--seeds: not an integer list: {args.seeds!r}")
+    if not seeds:
+        parser.error("--seeds: give at least one seed")
     only = {x.strip() for x in args.only.split(",") if x.strip()}
-    pretrained = [x.strip() for x in args.pretrained.split(",") if x.strip()]
+    from tfbert.checkpoints import resolve_source
+
+    pretrained = [resolve_source(x.strip()) for x in args.pretrained.split(",") if x.strip()]
     if not names or set(names) - set(SETUPS):
         parser.error(f"--setups: unknown {sorted(set(names) - set(SETUPS))}; known {list(SETUPS)}")
     if not only or only - set(STARTS):
@@ -320,12 +361,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 starts[key if key not in starts else f"{key}_{i}"] = {"init_checkpoint": path}
     rows: list[dict[str, Any]] = []
     for name, setup in setups.items():
-        if "baseline" in only:
-            rows.append(baseline_row(name, setup, args.seed))
+        if "baseline" in only:  # TF-IDF is deterministic: one run stands for every seed
+            runs = [baseline_row(name, setup, seed)
+                    for seed in (seeds if setup.task == "ner" else seeds[:1])]
+            rows.append(mean_row(runs, seeds[:len(runs)], setup.metric))
             logger.info("%s baseline: test %s %.4f", name, setup.metric,
                         rows[-1]["test"][setup.metric])
         rows += [dict(r, start="pretrained" if r["start"].startswith("pretrained") else r["start"])
-                 for r in bert_rows(name, setup, starts, args.output_dir, rates, args.seed)]
+                 for r in bert_rows(name, setup, starts, args.output_dir, rates, seeds)]
     results = {"rows": rows, "setups": {n: dataclasses.asdict(s) for n, s in setups.items()},
                "settings": vars(args)}
     os.makedirs(args.output_dir, exist_ok=True)

@@ -17,6 +17,8 @@ first use:
 
     model = tfbert.checkpoints.load_model("out")   # the model save_pretrained wrote
 
+A shipped model is read by its name (`tfbert-chinese`, `shipped.py`), offline.
+
 Formats, told apart by their files:
   tfbert     tfbert.json + config.json + model.safetensors (+ vocab.txt), from save_pretrained
   keras-hub  config.json with "registered_name" (a preset from `save_to_preset`), or a
@@ -34,7 +36,16 @@ import os
 from typing import Any
 
 from tfbert._lazy import lazy_names
-from tfbert.checkpoints import google, heads, hf, keras_hub, names, native, sentence_transformers
+from tfbert.checkpoints import (
+    google,
+    heads,
+    hf,
+    keras_hub,
+    names,
+    native,
+    sentence_transformers,
+    shipped,
+)
 from tfbert.checkpoints.canonical import Checkpoint, CheckpointError
 from tfbert.config import BertConfig
 
@@ -43,12 +54,18 @@ _MODEL_CALLS = {name: "tfbert.models.pretrained" for name in
                 ("from_pretrained", "load_model", "model_from_pretrained", "save_pretrained")}
 
 __all__ = ["Checkpoint", "CheckpointError", "detect_format", "read_checkpoint", "read_metadata",
-           "stated_lower_case", "write_checkpoint", *sorted(_MODEL_CALLS)]
+           "resolve_source", "stated_lower_case", "write_checkpoint", *sorted(_MODEL_CALLS)]
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _MODEL_CALLS)
 
 FORMATS = ("tfbert", "hf", "google", "keras_hub")
 WRITABLE_FORMATS = ("tfbert", "hf", "google", "sentence-transformers")
+
+
+def resolve_source(source: Any) -> Any:
+    """A shipped model's name (`shipped.names()`, e.g. "tfbert-chinese") as its checked folder;
+    any other source unchanged."""
+    return shipped.resolve(source) if isinstance(source, str) else source
 
 
 def detect_format(source: Any) -> str:
@@ -63,11 +80,13 @@ def detect_format(source: Any) -> str:
     if not isinstance(source, (str, os.PathLike)):
         raise CheckpointError(f"cannot load a checkpoint from a {type(source).__name__}; pass "
                               "a directory path or a keras_hub.models.BertBackbone")
-    path = os.fspath(source)
+    path = os.fspath(resolve_source(source))
     if os.path.isfile(path + ".index"):
         return "google"
     if not os.path.exists(path):
-        raise FileNotFoundError(f"checkpoint path not found: {path}")
+        known = (f" (nor a shipped model name: {', '.join(shipped.names())})"
+                 if shipped.looks_like_a_name(path) else "")
+        raise FileNotFoundError(f"checkpoint path not found: {path}{known}")
     if os.path.isfile(path):
         raise CheckpointError(f"{path}: is a file; pass the checkpoint directory (or, for a "
                               "Google checkpoint, its prefix such as .../bert_model.ckpt)")
@@ -97,6 +116,7 @@ def read_checkpoint(source: Any, config: BertConfig | None = None) -> Checkpoint
         config: BertConfig or None. Overrides the checkpoint's config file (not used for a
             keras-hub backbone, whose shape is its config).
     """
+    source = resolve_source(source)
     fmt = detect_format(source)
     if fmt == "keras_hub":
         if keras_hub.is_backbone(source):

@@ -109,7 +109,7 @@ def _unit_splits() -> tuple[tuple[str, ...], dict[str, str]]:
         units[line] += "\n" + question
     units += reviews
     split = group_splits(units, near_copy_groups(units, links))
-    return tuple(split[:len(lines)]), dict(zip(reviews, split[len(lines):]))
+    return tuple(split[:len(lines)]), dict(zip(reviews, split[len(lines):], strict=True))
 
 
 def people_daily_line_splits() -> tuple[str, ...]:

@@ -95,9 +95,12 @@ def train_bilstm(train: Sequence[Any], dev: Sequence[Any], test: Sequence[Any],
                  labels: Sequence[str], epochs: int = 3, batch_size: int = 32,
                  learning_rate: float = 2e-3, max_seq_length: int = 128, crf: bool = False,
                  embedding_size: int = 128, lstm_units: int = 128, seed: int = 42,
-                 train_eval_examples: int = 1000) -> dict[str, Any]:
+                 train_eval_examples: int = 1000, patience: int | None = None
+                 ) -> dict[str, Any]:
     """Trains the BiLSTM tagger, scoring dev (and the first `train_eval_examples` training
-    sentences) after every epoch; test is scored with the best dev epoch's weights.
+    sentences) after every epoch; test is scored with the best dev epoch's weights. With
+    `patience`, training stops once dev F1 has not improved for that many epochs (early
+    stopping: `epochs` is then the most it trains).
 
     Args:
         train, dev, test: sequences of tfbert.data.ner.NerExample.
@@ -108,6 +111,8 @@ def train_bilstm(train: Sequence[Any], dev: Sequence[Any], test: Sequence[Any],
         embedding_size, lstm_units: int. Character embedding width; LSTM units per direction.
         seed: int. Weights and data order.
         train_eval_examples: int. Training sentences scored after each epoch (the fit).
+        patience: int or None. Epochs without a better dev F1 before stopping; None: train
+            all `epochs`.
 
     Returns:
         {"history": [{"epoch", "train_loss", "train_f1", "dev_f1"}], "best_epoch",
@@ -147,12 +152,14 @@ def train_bilstm(train: Sequence[Any], dev: Sequence[Any], test: Sequence[Any],
         if not best or dev_scores["f1"] > best["dev"]["f1"]:
             best.update(epoch=epoch + 1, dev=dev_scores, train_fit=fit,
                         weights=model.get_weights())
+        elif patience is not None and epoch + 1 - best["epoch"] >= patience:
+            model.stop_training = True
 
     model.fit(ds, epochs=epochs, verbose=0, shuffle=False,  # (the dataset shuffles)
               callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=on_epoch_end)])
     model.set_weights(best["weights"])
     return {"history": history, "best_epoch": best["epoch"],
-            "num_train_steps": epochs * -(-len(x) // batch_size), "dev": best["dev"],
+            "num_train_steps": len(history) * -(-len(x) // batch_size), "dev": best["dev"],
             "test": score("test"), "train_fit": best["train_fit"], "vocab_size": len(vocab) + 2}
 
 
@@ -180,7 +187,7 @@ def tfidf_baseline(grid: tuple[tuple[int, float], ...] = ((2, 1.0), (2, 3.0), (2
     `max_train_examples` / `max_eval_examples`, only the first N training / dev and test
     reviews are used (as the BERT runs' flags of those names take them).
     """
-    # scikit-learn is the `test` extra, not a dependency: imported when a baseline is trained
+    # scikit-learn loads when a baseline is trained (it is slow to import)
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 

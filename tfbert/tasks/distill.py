@@ -119,7 +119,7 @@ class DistillOptions:
         "embeddings, pooler and head copied (DistilBERT's initialisation).", lower_bound=1)
     student_checkpoint: str | None = field(
         None, "Student: a pretrained model folder (run_pretraining.py's model/, a Hugging "
-        "Face or google-research/bert BERT) whose encoder starts the student, its head fresh "
+        "Face or google-research/bert BERT, tfbert-chinese) whose encoder starts the student, its head fresh "
         "(pre-trained distillation: Turc et al., 2019); its vocab must be the teacher's.")
     temperature: float = field(
         2.0, "Softmax temperature T of the soft loss (which is scaled by T^2).", greater_than=0)
@@ -195,6 +195,7 @@ class DistillOptions:
         if extra and not (self.soft_weight or self.hidden_weight or self.attention_weight):
             raise UserError("unlabelled and augmented text train only the teacher-matching "
                             "losses, and soft_weight, hidden_weight and attention_weight are 0")
+        self.student_checkpoint = checkpoints.resolve_source(self.student_checkpoint)
         if self.learning_rate is None:
             self.learning_rate = ft.default_learning_rate(self._student_source())
         super().__post_init__()  # the task's config: its data source, bounds, ...

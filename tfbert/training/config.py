@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
+from tfbert.checkpoints import resolve_source
 from tfbert.errors import UserError
 from tfbert.fields import check_fields, field, field_bounds, field_help, field_option
 from tfbert.training.distribute import STRATEGIES
@@ -45,7 +46,8 @@ class RunConfig:
         None, "Where checkpoints, logs, results and the trained model are written.")
     init_checkpoint: str | None = field(
         None, "Initial weights: a Hugging Face, Google TF1, keras-hub or tfbert checkpoint "
-        "(anything tfbert.from_pretrained reads).")
+        "(anything tfbert.from_pretrained reads), or tfbert-chinese, the Chinese BERT shipped "
+        "with tfbert.")
     bert_config_file: str | None = field(
         None, "Model config JSON (tfbert, Google bert_config.json or HF config.json); with "
         "init_checkpoint it overrides the checkpoint's config.")
@@ -100,6 +102,9 @@ class RunConfig:
         upper_bound=2)
 
     def __post_init__(self) -> None:
+        # A shipped model's name (tfbert-chinese) becomes its checked folder here, once: what
+        # reads init_checkpoint afterwards (its vocab.txt, its config) sees a folder.
+        self.init_checkpoint = resolve_source(self.init_checkpoint)
         self.validate()
 
     def validate(self) -> None:
