@@ -337,12 +337,16 @@ def test_run_squad_builtin_end_to_end_and_reload(tmp_path, tiny_bert_config, chi
     predictions = json.loads((out / "predictions.json").read_text(encoding="utf-8"))
     test = qa_data.read_squad_json(str(out / "data" / "test.json")).examples[:24]
     assert list(predictions) == [ex.qas_id for ex in test]
-    for ex in test:  # answers are cut from the original context
+    # Answers are cut from the original context; a question whose windows hold no valid span
+    # gets Google's stand-in "empty" (the tiny model is barely trained).
+    spans = [ex for ex in test if predictions[ex.qas_id] != qa_predictions.NO_SPAN_TEXT]
+    assert len(spans) >= 20
+    for ex in spans:
         assert predictions[ex.qas_id] in ex.context
     nbest = json.loads((out / "test_nbest_predictions.json").read_text(encoding="utf-8"))
-    first = nbest[test[0].qas_id][0]  # Google's n-best format
+    first = nbest[spans[0].qas_id][0]  # Google's n-best format
     assert list(first) == ["text", "probability", "start_logit", "end_logit"]
-    assert first["text"] == predictions[test[0].qas_id] and first["text"] in test[0].context
+    assert first["text"] == predictions[spans[0].qas_id] and first["text"] in spans[0].context
     assert (out / "nbest_predictions.json").read_text("utf-8") == (
         out / "test_nbest_predictions.json").read_text("utf-8")
     # The metrics in results.json are the official ones on predictions.json.
