@@ -24,7 +24,7 @@ SUMS_FILE = "SHA256SUMS"
 SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shipped")
 # name -> sha256 of its SHA256SUMS (written by `tfbert.checkpoints.release`)
 SHIPPED = {
-    "tfbert-chinese": "",
+    "tfbert-chinese": "326ed585d3820d7e5d750d714f1b0813ddff8653e7447c5002a39709acd69442",
 }
 
 
