@@ -6,7 +6,6 @@ the path, exit code 2, and leaves the user's files byte for byte as they were.""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -341,30 +340,47 @@ def test_globs_leave_out_tfberts_records_and_temp_files(tmp_path):
         str(tmp_path / ".a.txt.tfbert.json")]  # named: kept
 
 
-def test_a_resume_keeps_the_init_checkpoint_it_started_from(tmp_path, caplog):
-    """A resume given another init_checkpoint trains on from its checkpoint, so the record
-    keeps the init the run started from, and a warning says the checkpoint wins."""
+def test_a_resume_refuses_another_init_checkpoint_naming_both(tmp_path):
+    """A resume trains on from its own checkpoint, so another init_checkpoint (or one given to a
+    run started from a random init) is refused naming both; the same one, or none, resumes and
+    the record keeps the init the run started from."""
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n[MASK]\na\n")
     first = PretrainConfig(output_dir=str(tmp_path), vocab_file=str(vocab),
                            init_checkpoint="first/model")
     settings = resume.run_settings(first, [str(vocab)], str(vocab), True, None)
     resume.write_run_config(str(tmp_path), first, settings, {}, None)
-    again = PretrainConfig(output_dir=str(tmp_path), vocab_file=str(vocab),
-                           init_checkpoint="other/model", num_train_steps=2000)
     latest = str(tmp_path / "checkpoints" / "ckpt-40")
-    with caplog.at_level(logging.WARNING):
-        resume.write_run_config(str(tmp_path), again, settings, {}, latest)
-    record = json.loads((tmp_path / resume.RUN_CONFIG_FILE).read_text())
+    record_file = tmp_path / resume.RUN_CONFIG_FILE
+
+    def again(init_checkpoint, **changes):
+        return PretrainConfig(output_dir=str(tmp_path), vocab_file=str(vocab),
+                              init_checkpoint=init_checkpoint, **changes)
+
+    for allowed in (False, True):  # allow_changed_settings does not let it through
+        with pytest.raises(UserError) as refused:
+            resume.check_resume(str(tmp_path), again("other/model",
+                                                     allow_changed_settings=allowed),
+                                settings, latest)
+        assert str(refused.value) == (
+            f"{tmp_path} holds a checkpoint (step 40) of a run started from init_checkpoint "
+            "first/model, not init_checkpoint other/model: a resume trains on from its own "
+            "checkpoint and would not load other/model. Use a new --output_dir to start from "
+            "other/model, or rerun with --init_checkpoint=first/model to resume "
+            f"(see {record_file}).")
+    for same in ("first/model", "./first/model/", os.path.abspath("first/model"), None):
+        assert resume.check_resume(str(tmp_path), again(same), settings, latest) == {}
+    resumed = again(None, num_train_steps=2000)
+    resume.write_run_config(str(tmp_path), resumed, settings, {}, latest)
+    record = json.loads(record_file.read_text())
     assert record["config"]["init_checkpoint"] == "first/model"
     assert record["config"]["num_train_steps"] == 2000  # what may change is the new value
-    assert (f"resuming from {latest} (step 40): the checkpoint's weights win over "
-            f"init_checkpoint other/model; {tmp_path / resume.RUN_CONFIG_FILE} keeps the run's "
-            "own init_checkpoint, first/model") in caplog.text
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):  # the same command again: nothing to warn about
-        resume.write_run_config(str(tmp_path), first, settings, {}, latest)
-    assert "win over" not in caplog.text
+
+    resume.write_run_config(str(tmp_path), again(None), settings, {}, None)  # a random init
+    with pytest.raises(UserError, match=r"of a run started from a random init, not "
+                       r"init_checkpoint first/model: .* or rerun without --init_checkpoint "
+                       r"to resume"):
+        resume.check_resume(str(tmp_path), first, settings, latest)
 
 
 # --- through the command lines ---------------------------------------------------------------

@@ -4,6 +4,7 @@ lengths checked before tokenizing, leftovers of a kill cleaned, ordinary file pe
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 import logging
@@ -168,6 +169,33 @@ def test_resume_refuses_changed_data_settings_unless_allowed(tiny_data, tmp_path
                                             **dict(allowed, num_train_steps=9)))
     assert again["global_step"] == 9
     assert len(json.loads((out / pretrain.RUN_CONFIG_FILE).read_text())["setting_changes"]) == 1
+
+
+@pytest.mark.slow  # 13 s; fast: test_ownership.py's test_a_resume_refuses_another_init_...
+def test_resume_with_another_init_checkpoint_exits_2_naming_both(tiny_data, tmp_path):
+    """A resume restores its own checkpoint, so an init_checkpoint other than the run's own is
+    one line and exit 2 naming both; the same command without one resumes."""
+    out = tmp_path / "run"
+    first = pretrain_config(tiny_data, out, num_train_steps=2, num_warmup_steps=1,
+                            save_checkpoints_steps=2, eval_input_file=None)
+    assert run_pretraining(first)["global_step"] == 2  # a random init
+    other = str(out / "model")  # a real checkpoint: only the resume refuses it
+    refused = subprocess.run(
+        [sys.executable, os.path.join(REPO, "run_pretraining.py"),
+         *pretrain_flags(dataclasses.replace(first, init_checkpoint=other, num_train_steps=3))],
+        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"run_pretraining.py: error: {out} holds a checkpoint (step 2) of a run started from a "
+        f"random init, not init_checkpoint {other}: a resume trains on from its own checkpoint "
+        f"and would not load {other}. Use a new --output_dir to start from {other}, or rerun "
+        f"without --init_checkpoint to resume (see {out / pretrain.RUN_CONFIG_FILE}).")
+    assert "Traceback" not in refused.stderr
+    assert not glob.glob(str(out / "checkpoints" / "ckpt-3*"))
+    resumed = run_pretraining(dataclasses.replace(first, num_train_steps=3))
+    assert resumed["global_step"] == 3
+    saved = json.loads((out / pretrain.RUN_CONFIG_FILE).read_text())
+    assert saved["config"]["init_checkpoint"] is None
 
 
 # --- shards checked before the model is built -----------------------------------------------

@@ -35,6 +35,7 @@ from typing import Any
 
 from absl import app, flags, logging
 
+from tfbert.cli.devices import list_devices
 from tfbert.errors import EXIT_USER_ERROR, run_cli
 from tfbert.fields import Bounds, field_bounds, field_help, field_option
 
@@ -48,7 +49,8 @@ _takes_grid = False  # set by define_finetune_flags: the fine-tuning commands ru
 def run(main: Callable[[list[str]], Any]) -> None:
     """`app.run(main)` with tfbert's error boundary: a bad flag, an unexpected argument or a
     user error from the library prints one line on stderr and exits with 2 (absl's own parser
-    prints the whole help and exits with 1); --help prints the help and exits with 0.
+    prints the whole help and exits with 1); --help prints the help and exits with 0. After
+    the flags, TensorFlow's devices are listed once (`tfbert.cli.devices.list_devices`).
 
     `main`'s module (tfbert/cli/NAME.py) is the command whatever starts it (the top-level
     run_*.py file, the installed console script, `python -m tfbert.cli.NAME`): `--help`
@@ -64,13 +66,17 @@ def run(main: Callable[[list[str]], Any]) -> None:
             if _takes_grid:
                 argv, grid = split_grid_args(argv)
                 _grid.update(grid)
-            return FLAGS(argv)
+            parsed = FLAGS(argv)
         except flags.Error as e:
             _fail(str(e))
         except SystemExit as e:  # absl exits with 1 after printing the help it was asked for
             if e.code == 1 and _asks_for_help(argv):
                 sys.exit(0)
             raise
+        # Once, before any work, and before absl's after-init callbacks: one that TensorFlow
+        # registers (distribute/combinations.py) lists the GPUs (tfbert/cli/devices.py: why).
+        list_devices()
+        return parsed
 
     def guarded(argv: list[str]) -> Any:
         try:

@@ -38,9 +38,11 @@ names the input and the bad value: "input_ids holds 99999, outside [0, 21128)".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import tensorflow as tf
@@ -427,6 +429,49 @@ def signature_summary(signatures: dict[str, Any]) -> dict[str, dict[str, list[st
             for name, f in signatures.items()}
 
 
+# What TensorFlow logs (absl, INFO) when a signature's FunctionDef names an input otherwise than
+# the graph did; tf.saved_model.save logs it for the tensors the signatures *capture*, too.
+CAPTURE_RENAME = "with unsupported characters which will be renamed to"
+
+
+class _CaptureRenames(logging.Filter):
+    """Drops the rename line when none of the names it lists is a signature input."""
+
+    def __init__(self, inputs: set[str]) -> None:
+        super().__init__()
+        self.inputs = inputs
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if CAPTURE_RENAME not in str(record.msg) or len(record.args or ()) < 2:
+            return True
+        return bool(set(str(record.args[1]).split(", ")) & self.inputs)
+
+
+@contextlib.contextmanager
+def capture_renames_unlogged(summary: dict[str, dict[str, list[str]]]) -> Iterator[None]:
+    """Leaves out of the log TensorFlow's "Function `_serve_text` contains input name(s)
+    params, wp_model, resource with unsupported characters which will be renamed to
+    gatherv2_16_params, ..." while a SavedModel is saved, unless it names a signature input.
+
+    The names are not tfbert's and no request sends them: they are the tensors the signatures
+    capture (a tf.gather table, TF Text's wordpiece model, a Keras variable's handle), which
+    TensorFlow names after the op argument that took them ("params", "wp_model", "resource")
+    and files under that op's name scope; TF's check (signature_serialization.
+    canonicalize_signatures) compares those too. The inputs a client names (`summary`, from
+    `signature_summary`: text, text_b, input_ids, ...) are valid FunctionDef names and kept;
+    a rename of one of them still logs. Checked with TensorFlow 2.21.0, TF Text 2.21.1 and
+    Keras 3.15.1 (tests/test_cli_output.py).
+    """
+    inputs = {name for entry in summary.values() for name in entry["inputs"]}
+    quiet = _CaptureRenames(inputs)
+    absl_logger = logging.getLogger("absl")  # signature_serialization logs through absl
+    absl_logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        absl_logger.removeFilter(quiet)
+
+
 def export_saved_model(model: Any, export_dir: str, vocab_file: str, spec: ExportSpec,
                        metadata: dict[str, Any] | None = None, overwrite: bool = False
                        ) -> tuple[BertServingModule, str]:
@@ -463,7 +508,8 @@ def export_saved_model(model: Any, export_dir: str, vocab_file: str, spec: Expor
               "signatures": signature_summary(signatures)}
 
     def write(folder: str) -> None:
-        tf.saved_model.save(module, folder, signatures=signatures)
+        with capture_renames_unlogged(record["signatures"]):
+            tf.saved_model.save(module, folder, signatures=signatures)
         write_json(os.path.join(folder, EXPORT_RECORD), record)
 
     write_version(version_dir, write, overwrite)

@@ -35,6 +35,7 @@ data_service`).
 The stream holds only for the same data settings, so a resume compares them with
 `pretrain_config.json` and refuses a change, listing each setting with its old and new value;
 `allow_changed_settings` continues anyway and records the change (`tfbert.training.resume`).
+An init_checkpoint other than the run's own is refused too (its weights would not be loaded).
 
 Safety. The run writes only into a new or empty output_dir or a pretraining run's own
 (`tfbert.ownership`), holds its lock (`tfbert.rundir`) from start to end, removes

@@ -14,7 +14,10 @@ which goes on and records the change (settings, old and new values, the step) un
 float16 loss scaling) shape the checkpoint's variables and cannot change at all. Everything else
 (num_train_steps, learning rate and warmup, logging, the checkpoint interval, the eval set,
 precision otherwise) may change freely. The learning-rate schedule too, but a resume keeps the
-one the run was started with unless lr_schedule is given (`resumed_lr_schedule`).
+one the run was started with unless lr_schedule is given (`resumed_lr_schedule`). A resume trains
+on from the run's own checkpoint, never from an init_checkpoint, so one other than the run
+started from is refused, naming both (it would not be loaded; a new output_dir starts from it);
+none given resumes.
 
 Example:
 >>> describe_changes({"max_seq_length": (128, 256), "whole_word_mask": (False, True)})
@@ -97,7 +100,8 @@ def check_resume(output_dir: str, config: PretrainConfig, settings: dict[str, An
         new)); {} when not resuming or nothing changed.
 
     Raises:
-        UserError: a CHECKPOINT_SETTINGS change, or a REPLAY_SETTINGS change without
+        UserError: an init_checkpoint other than the run's own (naming both), a
+            CHECKPOINT_SETTINGS change, or a REPLAY_SETTINGS change without
             allow_changed_settings, listing each setting with its old and new value.
     """
     path = os.path.join(output_dir, RUN_CONFIG_FILE)
@@ -108,6 +112,7 @@ def check_resume(output_dir: str, config: PretrainConfig, settings: dict[str, An
     changed = {k: (previous[k], v) for k, v in settings.items()
                if k in previous and previous[k] != v}  # a key an older file lacks is not compared
     step = _checkpoint_step(latest)
+    _check_init_checkpoint(output_dir, config, previous.get("config"), step)
     fixed = {k: c for k, c in changed.items() if k in CHECKPOINT_SETTINGS}
     if fixed:
         raise UserError(
@@ -126,6 +131,35 @@ def check_resume(output_dir: str, config: PretrainConfig, settings: dict[str, An
         logger.warning("resuming from step %d with changed data settings "
                        "(allow_changed_settings): %s", step, describe_changes(replay))
     return replay
+
+
+def _check_init_checkpoint(output_dir: str, config: PretrainConfig, started: Any,
+                           step: int) -> None:
+    """Raises UserError when config.init_checkpoint is given and is not the one the run in
+    output_dir started from (`started`: its saved config; a record without one is not
+    compared). Not even allow_changed_settings lets it through: a resume restores the run's
+    checkpoint, so the new weights would never be loaded."""
+    if not config.init_checkpoint or not isinstance(started, dict) \
+            or "init_checkpoint" not in started:
+        return
+    started_from, given = started["init_checkpoint"], config.init_checkpoint
+    if started_from and _same_source(started_from, given):
+        return
+    own = (f"with --init_checkpoint={started_from}" if started_from
+           else "without --init_checkpoint")
+    raise UserError(
+        f"{output_dir} holds a checkpoint (step {step}) of a run started from "
+        f"{f'init_checkpoint {started_from}' if started_from else 'a random init'}, not "
+        f"init_checkpoint {given}: a resume trains on from its own checkpoint and would not "
+        f"load {given}. Use a new --output_dir to start from {given}, or rerun {own} to resume "
+        f"(see {os.path.join(output_dir, RUN_CONFIG_FILE)}).")
+
+
+def _same_source(a: str, b: str) -> bool:
+    """Whether two init_checkpoint values name the same thing ("out/model" and "./out/model/")."""
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.abspath(a) == os.path.abspath(b)
 
 
 def resumed_lr_schedule(output_dir: str, config: PretrainConfig, latest: str | None) -> str:
@@ -163,8 +197,8 @@ def write_run_config(output_dir: str, config: PretrainConfig, settings: dict[str
                      allowed: dict[str, tuple[Any, Any]], latest: str | None) -> None:
     """pretrain_config.json: the settings, the config, and every allowed change so far.
 
-    A resume keeps the init_checkpoint the run started from: the weights come from its own
-    checkpoint, so another init_checkpoint given now is not loaded (a warning says so).
+    A resume records the init_checkpoint the run started from (its weights come from its own
+    checkpoint; `check_resume` refuses another init_checkpoint, and none given keeps it).
     """
     path = os.path.join(output_dir, RUN_CONFIG_FILE)
     previous = _read_json(path) if latest else None
@@ -176,13 +210,7 @@ def write_run_config(output_dir: str, config: PretrainConfig, settings: dict[str
     record = {**settings, "config": dataclasses.asdict(config)}
     started = (previous or {}).get("config")
     if isinstance(started, dict) and "init_checkpoint" in started:
-        started_from = started["init_checkpoint"]
-        if config.init_checkpoint and config.init_checkpoint != started_from:
-            logger.warning("resuming from %s (step %d): the checkpoint's weights win over "
-                           "init_checkpoint %s; %s keeps the run's own init_checkpoint, %s",
-                           latest, _checkpoint_step(latest), config.init_checkpoint, path,
-                           started_from or "none (random init)")
-        record["config"]["init_checkpoint"] = started_from
+        record["config"]["init_checkpoint"] = started["init_checkpoint"]
     if changes:
         record["setting_changes"] = changes
     cb.write_json(path, record)
