@@ -46,13 +46,11 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         ("mlm_dynamics-2cpu-2026-11-30.json", "python -m experiments.mlm_dynamics"),
     ]),
     ("Fine-tuning quality: does pretraining help?", [
-        ("quality-avx2-epyc-2026-12-01.json",
-         "python -m bench.quality --output_dir=output/quality_table "
-         "--pretrained=output/pretrain_default/model,output/pretrain_steps/1000/model,"
-         "output/pretrain_steps/10000/model"),
-        ("quality-20000-steps-avx2-epyc-2026-12-01.json",
-         "python -m bench.quality --setups=ner,ner_crf --only=pretrained "
-         "--output_dir=output/quality_20k --pretrained=output/pretrain_steps/20000/model"),
+        ("quality-sentiment_1000-amx-xeon-2026-12-07.json",
+         "python -m bench.quality --pretrained=tfbert-chinese --setups=sentiment_1000 "
+         "--only=baseline,random_init --output_dir=output/q_rand; python -m bench.quality "
+         "--pretrained=tfbert-chinese --setups=sentiment_1000 --only=pretrained "
+         "--output_dir=output/q_pre (the two files' rows in one)"),
     ]),
     ("Fine-tuning kits", [
         ("classifier_kit-avx2-epyc-2026-12-01.json",

@@ -46,9 +46,10 @@ def test_tables_render_records_and_summarise_long_lists():
 
 
 def test_quality_file_renders_as_the_quality_table():
-    with open(os.path.join(report.RESULTS, "quality-avx2-epyc-2026-12-01.json")) as f:
+    path = os.path.join(report.RESULTS, "quality-sentiment_1000-amx-xeon-2026-12-07.json")
+    with open(path) as f:
         lines = report.quality_tables(json.load(f))
     assert lines[0].startswith("| setup | training examples | model |")
-    assert lines[2].startswith("| sentiment (accuracy) | 13,846 | character 1-3-gram TF-IDF")
-    assert "| ner_crf (entity F1) | 3,000 | BERT, pretrained 3,000 steps + CRF | 0.001 | 146 | " \
-           "39.11% | 34.53% (+6.2) |" in lines
+    assert lines[2].startswith("| sentiment_1000 (accuracy) | 1,000 | character 1-3-gram TF-IDF")
+    assert "| sentiment_1000 (accuracy) | 1,000 | BERT, pretrained 12,000 steps | 0.0003 | 164 | " \
+           "76.27% | 75.57% ± 0.4 (+6.6) |" in lines
