@@ -290,7 +290,8 @@ def default_learning_rate(config: TaskConfig) -> float:
 
     PRETRAINED_LEARNING_RATE (BERT's 5e-5) from an init_checkpoint wider than
     SMALL_PRETRAINED_HIDDEN_SIZE, SMALL_PRETRAINED_LEARNING_RATE (3e-4) from one wider than
-    TINY_HIDDEN_SIZE and no wider than that (tfbert-chinese), and for random init of a model of hidden_size >= SMALL_HIDDEN_SIZE;
+    TINY_HIDDEN_SIZE and no wider than that (tfbert-chinese); PRETRAINED_LEARNING_RATE for
+    random init of a model of hidden_size >= SMALL_HIDDEN_SIZE;
     SMALL_MODEL_LEARNING_RATE (1e-3) from a checkpoint of hidden_size <= TINY_HIDDEN_SIZE and
     for random init of a narrower model (its shape from bert_config_file or preset; with
     neither the run fails later for want of a model, and 5e-5 is returned).
