@@ -9,9 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from tfbert.data import corpora
-from tfbert.data.splits import people_daily_line_splits
 from tfbert.data import squad as qa_data
+from tfbert.data.splits import people_daily_line_splits
 from tfbert.tasks import qa as qa_task
 from tfbert.tasks import qa_predictions
 

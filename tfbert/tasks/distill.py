@@ -119,8 +119,8 @@ class DistillOptions:
         "embeddings, pooler and head copied (DistilBERT's initialisation).", lower_bound=1)
     student_checkpoint: str | None = field(
         None, "Student: a pretrained model folder (run_pretraining.py's model/, a Hugging "
-        "Face or google-research/bert BERT, tfbert-chinese) whose encoder starts the student, its head fresh "
-        "(pre-trained distillation: Turc et al., 2019); its vocab must be the teacher's.")
+        "Face or google-research/bert BERT, tfbert-chinese) whose encoder starts the student, "
+        "its head fresh (pre-trained distillation: Turc et al., 2019); its vocab must be the teacher's.")
     temperature: float = field(
         2.0, "Softmax temperature T of the soft loss (which is scaled by T^2).", greater_than=0)
     soft_weight: float = field(
