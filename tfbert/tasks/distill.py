@@ -120,7 +120,8 @@ class DistillOptions:
     student_checkpoint: str | None = field(
         None, "Student: a pretrained model folder (run_pretraining.py's model/, a Hugging "
         "Face or google-research/bert BERT, tfbert-chinese) whose encoder starts the student, "
-        "its head fresh (pre-trained distillation: Turc et al., 2019); its vocab must be the teacher's.")
+        "its head fresh (pre-trained distillation: Turc et al., 2019); its vocab must be the "
+        "teacher's.")
     temperature: float = field(
         2.0, "Softmax temperature T of the soft loss (which is scaled by T^2).", greater_than=0)
     soft_weight: float = field(

@@ -171,7 +171,8 @@ def people_daily_ner(split: str) -> list[NerExample]:
 
     Paragraphs are cut into sentences after 。！？；, and each sentence goes to the split of its
     paragraph (`tfbert.data.splits`: near-copies in one split). Entities: `ns` LOC, `nt` ORG,
-    `nr` PER. The corpus splits Chinese names into surname/nr + given-name/nr, so consecutive `nr` words make one
+    `nr` PER. The corpus splits Chinese names into surname/nr + given-name/nr, so consecutive
+    `nr` words make one
     person; a run that holds several names side by side (江/nr 泽民/nr 李/nr 鹏/nr) starts a
     new person at each one-character surname that follows a complete name. A bracketed compound
     `[中央/n 人民/n 广播/vn 电台/n]nt` is one entity of its outer tag, brackets stripped.
