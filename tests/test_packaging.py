@@ -34,6 +34,7 @@ COMMANDS = {
     "tfbert-distill": ("tfbert.cli.distill:entry", "--teacher_dir"),
     "tfbert-export": ("tfbert.export.__main__:entry", "--model_dir"),
     "tfbert-build-vocab": ("tfbert.cli.build_vocab:entry", "--vocab_size"),
+    "tfbert-builtin-corpus": ("tfbert.cli.builtin_corpus:entry", "--output_file"),
     "tfbert-create-pretraining-data": ("tfbert.cli.create_pretraining_data:entry",
                                        "--dupe_factor"),
 }
