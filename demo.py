@@ -56,18 +56,29 @@ def stage(title: str) -> float:
 
 def finetune(name: str, output_dir: str, start: dict[str, str], args: argparse.Namespace
              ) -> dict[str, Any]:
-    """One sentiment fine-tuning run (reused when its results.json exists)."""
+    """One sentiment fine-tuning run; an earlier run in output_dir is reused only when it ran
+    with exactly these settings (its tfbert_run.json), and replaced otherwise."""
+    import dataclasses
+
     from tfbert.tasks.classification import ClassificationConfig, run_classification
 
-    path = os.path.join(output_dir, "results.json")
-    if os.path.exists(path):
-        logging.info("%s: reusing %s (delete it to fine-tune again)", name, output_dir)
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    return run_classification(ClassificationConfig(
+    config = ClassificationConfig(
         task_name="sentiment", output_dir=output_dir, max_train_examples=NUM_TRAIN_EXAMPLES,
         max_seq_length=args.max_seq_length, num_train_epochs=args.num_train_epochs,
-        learning_rate=args.learning_rate, train_batch_size=32, seed=42, verbose=2, **start))
+        learning_rate=args.learning_rate, train_batch_size=32, seed=42, verbose=2, **start)
+    try:
+        with open(os.path.join(output_dir, "tfbert_run.json"), encoding="utf-8") as f:
+            ran = json.load(f)["config"]
+        with open(os.path.join(output_dir, "results.json"), encoding="utf-8") as f:
+            results = json.load(f)
+    except (OSError, KeyError, ValueError):
+        return run_classification(config)
+    wanted = json.loads(json.dumps(dataclasses.asdict(config)))
+    if all(ran.get(k) == v for k, v in wanted.items()):
+        logging.info("%s: reusing %s (same settings; delete it to fine-tune again)", name,
+                     output_dir)
+        return results
+    return run_classification(config)
 
 
 def continue_pretraining(output_dir: str) -> dict[str, Any]:

@@ -177,7 +177,7 @@ def ner_baseline(max_train_examples: int | None = None, max_eval_examples: int |
 
 def tfidf_baseline(grid: tuple[tuple[int, float], ...] = ((2, 1.0), (2, 3.0), (2, 10.0),
                                                        (3, 1.0), (3, 3.0), (3, 10.0),
-                                                       (3, 30.0)),
+                                                       (3, 30.0), (3, 100.0)),
                    max_train_examples: int | None = None,
                    max_eval_examples: int | None = None) -> dict[str, Any]:
     """Character n-gram TF-IDF + logistic regression on built-in `sentiment`.
