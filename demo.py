@@ -159,7 +159,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     began = time.perf_counter()
 
-    from tfbert.cli.devices import list_devices
+    from tfbert.devices import list_devices
 
     list_devices()  # once, before any TensorFlow work: no cuInit line on a machine without a GPU
     import numpy as np

@@ -1,5 +1,5 @@
 """What the commands print reads as progress or a result: no "failed call to cuInit" on a
-machine without an NVIDIA driver (tfbert/cli/devices.py), no "unsupported characters ...
+machine without an NVIDIA driver (tfbert/devices.py), no "unsupported characters ...
 renamed" from an export (tfbert/export/saved_model.py, `capture_renames_unlogged`)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from export_test_utils import tiny_model
 from model_test_utils import REPO
 
 import tfbert
-from tfbert.cli import devices
+from tfbert import devices
 from tfbert.export import export_model
 from tfbert.export.saved_model import CAPTURE_RENAME, capture_renames_unlogged
 

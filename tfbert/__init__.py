@@ -7,8 +7,7 @@ Keras's JAX backend without TensorFlow's text ops being imported.
 from __future__ import annotations
 
 from tfbert._lazy import lazy_names
-
-__version__ = "0.1.0"
+from tfbert._version import __version__ as __version__
 
 _LAZY = {
     "BertConfig": "tfbert.config",

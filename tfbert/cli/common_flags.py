@@ -35,7 +35,7 @@ from typing import Any
 
 from absl import app, flags, logging
 
-from tfbert.cli.devices import list_devices
+from tfbert.devices import list_devices
 from tfbert.errors import EXIT_USER_ERROR, run_cli
 from tfbert.fields import Bounds, field_bounds, field_help, field_option
 
@@ -50,7 +50,7 @@ def run(main: Callable[[list[str]], Any]) -> None:
     """`app.run(main)` with tfbert's error boundary: a bad flag, an unexpected argument or a
     user error from the library prints one line on stderr and exits with 2 (absl's own parser
     prints the whole help and exits with 1); --help prints the help and exits with 0. After
-    the flags, TensorFlow's devices are listed once (`tfbert.cli.devices.list_devices`).
+    the flags, TensorFlow's devices are listed once (`tfbert.devices.list_devices`).
 
     `main`'s module (tfbert/cli/NAME.py) is the command whatever starts it (the top-level
     run_*.py file, the installed console script, `python -m tfbert.cli.NAME`): `--help`
@@ -74,7 +74,7 @@ def run(main: Callable[[list[str]], Any]) -> None:
                 sys.exit(0)
             raise
         # Once, before any work, and before absl's after-init callbacks: one that TensorFlow
-        # registers (distribute/combinations.py) lists the GPUs (tfbert/cli/devices.py: why).
+        # registers (distribute/combinations.py) lists the GPUs (tfbert/devices.py: why).
         list_devices()
         return parsed
 

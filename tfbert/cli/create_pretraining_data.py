@@ -39,9 +39,9 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tfbert import textfiles  # noqa: E402
-from tfbert.cli.devices import list_devices  # noqa: E402
 from tfbert.data import instance_files, instances  # noqa: E402
 from tfbert.data.records import expand_file_pattern  # noqa: E402
+from tfbert.devices import list_devices  # noqa: E402
 from tfbert.errors import run_cli  # noqa: E402
 
 DEFAULTS = instances.InstanceOptions()
@@ -128,7 +128,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> instances.Stats:
     args = parse_args(argv)
-    list_devices()  # once, before any work (tfbert/cli/devices.py: why)
+    list_devices()  # once, before any work (tfbert/devices.py: why)
     textfiles.check_encoding(args.input_encoding)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     google = args.output_format == "google"

@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 
-from tfbert.cli.devices import list_devices
+from tfbert.devices import list_devices
 from tfbert.errors import UserError, run_cli
 from tfbert.export import export_model
 from tfbert.export.target_cpu import TARGET_CPUS
@@ -119,7 +119,7 @@ def tflite_quantizations(value: str) -> tuple[str, ...]:
 def _main(argv: list[str] | None, prog: str) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
-    list_devices()  # once, before any work (tfbert/cli/devices.py: why)
+    list_devices()  # once, before any work (tfbert/devices.py: why)
     tflite = tflite_quantizations(args.tflite)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     result = export_model(

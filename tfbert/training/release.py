@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from tfbert import __version__, cpuinfo
+from tfbert import cpuinfo
+from tfbert._version import __version__
 from tfbert.checkpoints import shipped
 from tfbert.errors import UserError, run_cli
 from tfbert.fileio import write_json
