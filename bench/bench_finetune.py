@@ -282,7 +282,7 @@ def tfbert_classifier(spec: dict, shape: str, buckets: bool, jit: bool) -> dict:
 def tfbert_predict(model: Any, ds: Any) -> Any:
     """Logits [N, C] in example order, as run_classifier.py scores dev (`predict_logits`:
     `predict_in_order`, bucketed batches or not)."""
-    from tfbert.tasks.classification_outputs import predict_logits
+    from tfbert.evaluation.classification_outputs import predict_logits
 
     return predict_logits(model, ds)
 

@@ -182,8 +182,8 @@ def both(make, predict):
 
 
 def test_classification_single_matches(chinese_vocab_file, encoder):
+    from tfbert.evaluation.classification_outputs import predict_logits
     from tfbert.models.classifier import BertClassifier
-    from tfbert.tasks.classification_outputs import predict_logits
     from tfbert.text.preprocessor import BertPreprocessor
 
     model = BertClassifier(encoder, num_classes=3)
@@ -197,8 +197,8 @@ def test_classification_single_matches(chinese_vocab_file, encoder):
 
 @pytest.mark.slow  # 10 s of CPU: tokenizing and tracing twice per form
 def test_classification_pairs_and_windows_match(chinese_vocab_file, encoder):
+    from tfbert.evaluation.classification_outputs import predict_logits
     from tfbert.models.classifier import BertClassifier, WindowPooledClassifier
-    from tfbert.tasks.classification_outputs import predict_logits
     from tfbert.text.preprocessor import BertPreprocessor
     from tfbert.text.tokenizer import BertTokenizer
 

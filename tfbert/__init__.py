@@ -6,8 +6,11 @@ Keras's JAX backend without TensorFlow's text ops being imported.
 
 from __future__ import annotations
 
+from tfbert import _moved
 from tfbert._lazy import lazy_names
 from tfbert._version import __version__ as __version__
+
+_moved.install()  # old module paths keep working for one release (tfbert/_moved.py)
 
 _LAZY = {
     "BertConfig": "tfbert.config",

@@ -1,4 +1,5 @@
-"""Entity-level NER metrics (exact match) and entities as character spans, for BIO and BIOES tags.
+"""Entity-level NER metrics (exact match) and entities as character spans, for BIO and BIOES tags;
+run_ner's test predictions (`write_predictions`).
 
 Entities are decoded from tags by `tfbert.data.tags.get_entities` (conlleval's and seqeval's chunk
 rules), so the numbers match both. An entity counts as correct only when its type, first and
@@ -8,11 +9,17 @@ last token all match a gold entity.
 from __future__ import annotations
 
 import collections
+import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
+from tfbert.data.ner import NerExample
 from tfbert.data.tags import Entity, get_entities
 from tfbert.evaluation.classification import f1_from_counts
+from tfbert.fileio import json_text
+
+logger = logging.getLogger(__name__)
 
 
 def entity_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
@@ -79,3 +86,21 @@ def entity_spans(tags: Sequence[str], offsets: Sequence[tuple[int, int]], text: 
         start, end = offsets[e.start][0], offsets[e.end][1]
         spans.append({"type": e.type, "start": start, "end": end, "text": text[start:end]})
     return spans
+
+
+def write_predictions(output_dir: str, examples: Sequence[NerExample],
+                      predicted: Sequence[Sequence[str]]) -> None:
+    """test_predictions.jsonl (entities with character offsets) and test_predictions.conll."""
+    jsonl = os.path.join(output_dir, "test_predictions.jsonl")
+    conll = os.path.join(output_dir, "test_predictions.conll")
+    with open(jsonl, "w", encoding="utf-8") as fj, open(conll, "w", encoding="utf-8") as fc:
+        for i, (example, tags) in enumerate(zip(examples, predicted, strict=True)):
+            offsets, text = example.token_offsets(), example.text
+            fj.write(json_text({"index": i, "text": text,
+                                 "entities": entity_spans(tags, offsets, text),
+                                 "gold_entities": entity_spans(example.tags, offsets, text)},
+                                ensure_ascii=False) + "\n")
+            for token, gold, pred in zip(example.tokens, example.tags, tags, strict=True):
+                fc.write(f"{token}\t{gold}\t{pred}\n")
+            fc.write("\n")
+    logger.info("wrote %s and %s", jsonl, conll)

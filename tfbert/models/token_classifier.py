@@ -1,5 +1,6 @@
 """BertTokenClassifier: one label per token (NER, POS tagging) on `sequence_output`, with an
-optional linear-chain CRF over the tags (tfbert.layers.crf)."""
+optional linear-chain CRF over the tags (tfbert.layers.crf); `training_loss`, the loss it trains
+with."""
 
 from __future__ import annotations
 
@@ -101,3 +102,14 @@ def _crf_module() -> Any:
     """tfbert.layers.crf, imported when a CRF is used: its loops are TensorFlow's, and the plain
     model must import under Keras's JAX backend without TensorFlow."""
     return crf
+
+
+def training_loss(model: Any) -> Any:
+    """The loss run_ner trains `model` with: the cross-entropy averaged over the labelled
+    pieces of the batch (the sum of weight x loss over the sum of the weights, so padding,
+    [CLS], [SEP] and unlabelled pieces neither count nor dilute it); with a CRF head, the CRF's
+    negative log-likelihood per window."""
+    if getattr(model, "crf", None) is not None:
+        return model.default_loss()
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                      reduction="mean_with_sample_weight")

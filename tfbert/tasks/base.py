@@ -34,6 +34,8 @@ class Task:
         config_class: type or None. The run's config dataclass; its fields are the command's
             flags that apply to this task.
         run: callable or None. `run(config) -> results` (results.json's content).
+        load_data: callable or None. The task's data reader, `load_data(config)` -> its splits
+            (what its run reads; distillation reads a teacher's data through it).
     """
 
     name: str
@@ -43,3 +45,4 @@ class Task:
     task_names: tuple[str, ...] = ()
     config_class: type | None = None
     run: Callable[[Any], dict[str, Any]] | None = None
+    load_data: Callable[[Any], Any] | None = None

@@ -6,7 +6,7 @@ benchmark task read by name from its folder (`task_name` with `data_dir`: GLUE's
 xnli, CLUE's afqmc/tnews/iflytek/cmnli/ocnli, `tfbert.data.task_folders`, layouts in
 docs/tasks.md), TSV/CSV/JSONL files, or a TensorFlow Datasets name. The run fine-tunes a
 BertClassifier (from a checkpoint or random init), keeps the epoch with the best dev
-`best_metric`, and writes to output_dir the files `tfbert.tasks.classification_outputs` lists
+`best_metric`, and writes to output_dir the files `tfbert.evaluation.classification_outputs` lists
 (results.json, test predictions, google-research/bert's eval_results.txt and test_results.tsv,
 the model).
 
@@ -42,9 +42,7 @@ from tfbert.evaluation.classification import (
     multi_label_metrics,
     tune_thresholds,
 )
-from tfbert.models.classifier import BertClassifier, MultiLabelCrossentropy, WindowPooledClassifier
-from tfbert.tasks.base import Task
-from tfbert.tasks.classification_outputs import (
+from tfbert.evaluation.classification_outputs import (
     cross_entropy,
     predict_logits,
     sigmoid,
@@ -54,6 +52,8 @@ from tfbert.tasks.classification_outputs import (
     write_predictions,
     write_test_results,
 )
+from tfbert.models.classifier import BertClassifier, MultiLabelCrossentropy, WindowPooledClassifier
+from tfbert.tasks.base import Task
 from tfbert.text.preprocessor import BertPreprocessor
 from tfbert.text.tokenizer import BertTokenizer
 from tfbert.training import finetune as ft
@@ -491,4 +491,4 @@ class _Inputs:
 
 
 TASK = Task("classification", BertClassifier, export="classification", command="classifier",
-            config_class=ClassificationConfig, run=run_classification)
+            config_class=ClassificationConfig, run=run_classification, load_data=load_data)

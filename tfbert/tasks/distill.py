@@ -60,7 +60,7 @@ from tfbert.data import distill_data
 from tfbert.errors import UserError
 from tfbert.models import students
 from tfbert.models.distiller import DISTILL_MASK, TEACHER_LOGITS, Distiller, teacher_logits
-from tfbert.tasks import classification, ner, registry
+from tfbert.tasks import registry
 from tfbert.tasks.distill_tasks import KINDS
 from tfbert.training import finetune as ft
 from tfbert.training import model_source, runtime
@@ -229,14 +229,14 @@ class _Source:
 
 
 @dataclasses.dataclass
-class DistillClassificationConfig(DistillOptions, classification.ClassificationConfig):
+class DistillClassificationConfig(DistillOptions, registry.get("classification").config_class):
     """Distillation of a classification teacher: ClassificationConfig's data fields (task_name,
     data_dir, train_file, dev_file, test_file, tfds_name, class_weights, best_metric, ...) and
     DistillOptions'. multi_label must be the teacher's (`distill_config` sets it)."""
 
 
 @dataclasses.dataclass
-class DistillNerConfig(DistillOptions, ner.NerConfig):
+class DistillNerConfig(DistillOptions, registry.get("ner").config_class):
     """Distillation of an NER teacher: NerConfig's data fields (task_name, train_file,
     dev_file, test_file, char_level, long_input, doc_stride, label_alignment) and
     DistillOptions'. crf must be the teacher's (`distill_config` sets it)."""

@@ -1,8 +1,9 @@
 """What a distillation run needs from its teacher's task: the training rows (the labelled
 training set, unlabelled text, augmented copies), the dev and test scores, the student's
 tfbert.json and test predictions. One class per task that `tfbert.tasks.distill` runs:
-`ClassificationDistill` (tfbert.tasks.classification's data, single or multi-label, single
-texts or pairs) and `NerDistill` (tfbert.tasks.ner's sentences as windows; softmax or CRF).
+`ClassificationDistill` (the classification task's data, single or multi-label, single texts or
+pairs) and `NerDistill` (the NER task's sentences as windows; softmax or CRF). Each reads its data
+with the task's own reader (`registry.get(name).load_data`), never importing the task module.
 
 Rows are numpy arrays padded to max_seq_length: the inputs, the targets and the sample weights
 (0 on unlabelled rows: no hard loss there), and for NER the positions the soft loss reads
@@ -29,15 +30,17 @@ from tfbert.data import classification as cls_data
 from tfbert.data import distill_data
 from tfbert.data import ner as ner_data
 from tfbert.errors import UserError
+from tfbert.evaluation import classification_outputs
 from tfbert.evaluation.classification import (
     DEFAULT_THRESHOLD,
     classification_metrics,
     multi_label_metrics,
     tune_thresholds,
 )
-from tfbert.evaluation.ner import entity_metrics
+from tfbert.evaluation.ner import entity_metrics, write_predictions
 from tfbert.models.classifier import MultiLabelCrossentropy
-from tfbert.tasks import classification, classification_outputs, ner
+from tfbert.models.token_classifier import training_loss
+from tfbert.tasks import registry
 from tfbert.text.preprocessor import BertPreprocessor
 from tfbert.text.tokenizer import BertTokenizer
 from tfbert.training.outputs import Staging
@@ -91,7 +94,7 @@ class ClassificationDistill:
 
     def __init__(self, config: Any) -> None:
         self.config = config
-        splits, self.data_labels = classification.load_data(config)
+        splits, self.data_labels = registry.get("classification").load_data(config)
         self.train, self.dev, self.test = splits["train"], splits["dev"], splits["test"]
         if not self.train:
             raise UserError("distillation needs the labelled training set (train_file, "
@@ -280,7 +283,7 @@ class NerDistill:
 
     def __init__(self, config: Any) -> None:
         self.config = config
-        splits = ner.load_data(config)
+        splits = registry.get("ner").load_data(config)
         self.train, self.dev, self.test = splits["train"], splits["dev"], splits["test"]
         if not self.train:
             raise UserError("distillation needs the labelled training set (train_file or "
@@ -358,7 +361,7 @@ class NerDistill:
                                    separator=self.separator)
 
     def hard_loss(self, student: Any) -> Any:
-        return ner.training_loss(student)
+        return training_loss(student)
 
     def _tags(self, model: Any, split: str) -> list[list[str]]:
         features = self.features[split]
@@ -387,7 +390,7 @@ class NerDistill:
     def write_predictions(self, student: Any, run: Staging, dev: dict[str, Any] | None
                           ) -> None:
         if self.test:
-            ner.write_predictions(run.directory, self.test, self._tags(student, "test"))
+            write_predictions(run.directory, self.test, self._tags(student, "test"))
 
 
 KINDS = {"classification": ClassificationDistill, "ner": NerDistill}

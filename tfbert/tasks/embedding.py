@@ -44,11 +44,11 @@ from tfbert.data import corpora, splits
 from tfbert.data import length_buckets as lb
 from tfbert.data.qa_builtin import builtin_qa_examples
 from tfbert.errors import UserError
+from tfbert.evaluation.regression import regression_metrics
 from tfbert.evaluation.retrieval import bm25_rankings, retrieval_metrics, vector_rankings
 from tfbert.models.contrastive import LOSSES, PAIRED, ContrastiveTrainer
 from tfbert.models.sentence_encoder import POOLING_MODES, BertSentenceEncoder
 from tfbert.tasks.base import Task
-from tfbert.tasks.regression import regression_metrics
 from tfbert.text.preprocessor import BertPreprocessor
 from tfbert.training import finetune as ft
 from tfbert.training.config import field

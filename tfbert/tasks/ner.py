@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,9 +34,8 @@ import numpy as np
 from tfbert.data import length_buckets as lb
 from tfbert.data import ner as data
 from tfbert.errors import UserError
-from tfbert.evaluation.ner import entity_metrics, entity_spans
-from tfbert.fileio import json_text
-from tfbert.models.token_classifier import BertTokenClassifier
+from tfbert.evaluation.ner import entity_metrics, write_predictions
+from tfbert.models.token_classifier import BertTokenClassifier, training_loss
 from tfbert.tasks.base import Task
 from tfbert.text.tokenizer import BertTokenizer
 from tfbert.training import finetune as ft
@@ -208,17 +206,6 @@ def _run(config: NerConfig, run: Staging) -> dict[str, Any]:
     return results
 
 
-def training_loss(model: Any) -> Any:
-    """The loss run_ner trains `model` with: the cross-entropy averaged over the labelled
-    pieces of the batch (the sum of weight x loss over the sum of the weights, so padding,
-    [CLS], [SEP] and unlabelled pieces neither count nor dilute it); with a CRF head, the CRF's
-    negative log-likelihood per window."""
-    if getattr(model, "crf", None) is not None:
-        return model.default_loss()
-    return keras.losses.SparseCategoricalCrossentropy(from_logits=True,
-                                                      reduction="mean_with_sample_weight")
-
-
 def _log_stats(split: str, stats: dict[str, int]) -> None:
     logger.info("%s: %d sentences in %d windows (%d longer than one window); %d tokens "
                 "without a prediction", split, stats["examples"], stats["windows"],
@@ -248,23 +235,5 @@ def predict_tags(model: Any, features: data.NerFeatures, labels: Sequence[str],
     return data.decode_logits(features, np.asarray(logits), labels, viterbi)
 
 
-def write_predictions(output_dir: str, examples: Sequence[data.NerExample],
-                      predicted: Sequence[Sequence[str]]) -> None:
-    """test_predictions.jsonl (entities with character offsets) and test_predictions.conll."""
-    jsonl = os.path.join(output_dir, "test_predictions.jsonl")
-    conll = os.path.join(output_dir, "test_predictions.conll")
-    with open(jsonl, "w", encoding="utf-8") as fj, open(conll, "w", encoding="utf-8") as fc:
-        for i, (example, tags) in enumerate(zip(examples, predicted, strict=True)):
-            offsets, text = example.token_offsets(), example.text
-            fj.write(json_text({"index": i, "text": text,
-                                 "entities": entity_spans(tags, offsets, text),
-                                 "gold_entities": entity_spans(example.tags, offsets, text)},
-                                ensure_ascii=False) + "\n")
-            for token, gold, pred in zip(example.tokens, example.tags, tags, strict=True):
-                fc.write(f"{token}\t{gold}\t{pred}\n")
-            fc.write("\n")
-    logger.info("wrote %s and %s", jsonl, conll)
-
-
 TASK = Task("ner", BertTokenClassifier, export="ner", command="ner", config_class=NerConfig,
-            run=run_ner)
+            run=run_ner, load_data=load_data)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.util
 import pkgutil
 from typing import Any
 
@@ -50,16 +51,25 @@ def _add(task: Task) -> Task:
     return task
 
 
+def _module_tasks(module_name: str) -> tuple[Task, ...]:
+    """The tasks that tfbert.tasks.<module_name> declares (`TASKS`, then `TASK`)."""
+    module = importlib.import_module(f"tfbert.tasks.{module_name}")
+    return (*getattr(module, "TASKS", ()), *((module.TASK,) if hasattr(module, "TASK") else ()))
+
+
 @functools.cache  # the package's modules do not change while it runs
 def _scan() -> None:
-    """Imports the modules of tfbert.tasks and adds the tasks they declare."""
-    for info in sorted(pkgutil.iter_modules(tfbert.tasks.__path__), key=lambda m: m.name):
-        if info.name in ("base", "registry"):
-            continue
-        module = importlib.import_module(f"tfbert.tasks.{info.name}")
-        for task in (*getattr(module, "TASKS", ()),
-                     *((module.TASK,) if hasattr(module, "TASK") else ())):
-            _add(task)
+    """Imports the modules of tfbert.tasks and adds the tasks they declare, in module order
+    (a task `get` loaded by name earlier takes its module's place)."""
+    found = [task for info in sorted(pkgutil.iter_modules(tfbert.tasks.__path__),
+                                     key=lambda m: m.name)
+             if info.name not in ("base", "registry") for task in _module_tasks(info.name)]
+    for task in found:
+        _add(task)
+    ordered = {task.name: task for task in found}
+    ordered.update(_TASKS)
+    _TASKS.clear()
+    _TASKS.update(ordered)
 
 
 def _declared() -> dict[str, Task]:
@@ -68,8 +78,14 @@ def _declared() -> dict[str, Task]:
 
 
 def get(name: str) -> Task:
-    """The task called `name`; KeyError naming the registered ones."""
-    declared = _declared()
+    """The task called `name`; KeyError naming the registered ones.
+
+    A task declared by the module named after it (tfbert/tasks/ner.py declares "ner") loads
+    that module alone, so a task module may look another task up while the registry scans."""
+    if name not in _TASKS and importlib.util.find_spec(f"tfbert.tasks.{name}") is not None:
+        for task in _module_tasks(name):
+            _add(task)
+    declared = _TASKS if name in _TASKS else _declared()
     if name not in declared:
         raise KeyError(f"no task {name!r}; registered: {sorted(declared)}")
     return declared[name]

@@ -1,0 +1,80 @@
+"""Old module paths of tfbert, kept working for one release: each old dotted path imports the
+module now at its new path (the same module object), with a DeprecationWarning naming the new
+path. The next release removes this module and the old paths with it.
+
+`import tfbert` installs the finder (`install()`); it imports nothing until an old path is asked
+for, so `import tfbert` stays cheap.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True):
+    ...     import tfbert.data.masking as old  # doctest: +SKIP
+    >>> import tfbert.pretraining_data.masking as new  # doctest: +SKIP
+    >>> old is new  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from types import ModuleType
+
+# old dotted path -> new dotted path
+MOVED: dict[str, str] = {
+    # the tasks' older names (tfbert/tasks/ holds one module per task)
+    "tfbert.tasks.classifier": "tfbert.tasks.classification",
+    "tfbert.tasks.squad": "tfbert.tasks.qa",
+    "tfbert.tasks.squad_predictions": "tfbert.tasks.qa_predictions",
+    "tfbert.tasks.classifier_outputs": "tfbert.evaluation.classification_outputs",
+    "tfbert.tasks.classification_outputs": "tfbert.evaluation.classification_outputs",
+}
+
+# names an old path offered beside the module's own (old path -> {old name: name in the module})
+OLD_NAMES: dict[str, dict[str, str]] = {
+    "tfbert.tasks.classifier": {"ClassifierConfig": "ClassificationConfig",
+                                "run_classifier": "run_classification"},
+    "tfbert.tasks.squad": {"SquadConfig": "QAConfig", "run_squad": "run_qa"},
+}
+
+
+class _Alias(importlib.abc.Loader):
+    """Loads an old path as the module at its new path."""
+
+    def __init__(self, new: str) -> None:
+        self.new = new
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None  # a placeholder; exec_module puts the new module in its place
+
+    def exec_module(self, module: ModuleType) -> None:
+        old = module.__name__
+        warnings.warn(f"{old} moved to {self.new}; the old path works for one release",
+                      DeprecationWarning, stacklevel=2)
+        target = importlib.import_module(self.new)
+        for name, current in OLD_NAMES.get(old, {}).items():
+            if not hasattr(target, name):
+                setattr(target, name, getattr(target, current))
+        sys.modules[old] = target  # the import system returns what sys.modules holds
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the old paths of `MOVED` (and nothing else: one dict lookup per import)."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        new = MOVED.get(fullname)
+        if new is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _Alias(new))
+
+
+_FINDER = _Finder()
+
+
+def install() -> None:
+    """Puts the finder on sys.meta_path (once)."""
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.append(_FINDER)
