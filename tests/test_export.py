@@ -428,7 +428,7 @@ def test_pair_classifier_and_encoder_signatures(tmp_path, chinese_vocab_file):
 
 
 def test_trimmed_length():
-    from tfbert.export.graph_ops import trimmed_length
+    from tfbert.tasks.serving_ops import trimmed_length
 
     def length(rows, t: int = 32) -> int:
         return int(trimmed_length(tf.constant(rows, tf.int32, shape=np.shape(rows)), t))
@@ -525,7 +525,7 @@ def test_ner_span_decoding_follows_conlleval_for_bio_and_bioes(chinese_vocab_fil
     mask = (positions < lengths[:, None] + 2).astype(np.int32)
     ids = np.where(mask == 1, 20, 0).astype(np.int32)  # a non-"##" piece everywhere
     logits = np.eye(len(labels), dtype=np.float32)[tags]
-    ner = module._objects.head  # the NER serving head (tfbert/export/heads/ner.py)
+    ner = module._objects.head  # the NER serving head (tfbert/tasks/ner_serving.py)
     out = ner.decode({"input_ids": tf.constant(ids), "input_mask": tf.constant(mask),
                       "segment_ids": tf.zeros_like(ids)}, {"logits": tf.constant(logits)}, None)
     for i in range(batch):

@@ -78,8 +78,8 @@ def test_module_paths_of_older_imports_give_the_task_modules_objects():
 
 
 def test_every_task_names_a_serving_head():
-    """Each task's `export` is a module of tfbert/export/heads/ whose HEAD carries that name;
-    an unknown head is refused with the ones there are."""
+    """Each task's `export` names the HEAD of a tfbert/tasks/*_serving.py that carries that
+    name; an unknown head is refused with the ones there are."""
     from tfbert.export import heads
 
     assert heads.names() == ("classification", "embedding", "encoder", "ner", "qa", "regression")

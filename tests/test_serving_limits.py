@@ -23,10 +23,11 @@ import tfbert
 from tfbert.data import corpora
 from tfbert.data import windows as py_windows
 from tfbert.errors import UserError
-from tfbert.export import export_model, load_for_export, window_inputs, windows
+from tfbert.export import export_model, load_for_export, window_inputs
 from tfbert.export.__main__ import build_parser
-from tfbert.export.graph_ops import substr
 from tfbert.export.saved_model import MAX_REQUEST_CHARS, BertServingModule, ExportSpec
+from tfbert.tasks import serving_windows as windows
+from tfbert.tasks.serving_ops import substr
 
 LIMIT = 3000  # the NER export's max_request_chars
 

@@ -1,5 +1,5 @@
-"""The window rules in the graph (tfbert/export/windows.py) equal the Python rules training uses
-(tfbert/data/windows.py), on every row length, body and stride of a grid."""
+"""The window rules in the graph (tfbert/tasks/serving_windows.py) equal the Python rules training
+uses (tfbert/data/windows.py), on every row length, body and stride of a grid."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tfbert.data import windows as py_windows
-from tfbert.export import windows
+from tfbert.tasks import serving_windows as windows
 
 
 def _python(lengths, bodies, stride):

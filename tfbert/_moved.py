@@ -30,6 +30,16 @@ MOVED: dict[str, str] = {
     "tfbert.tasks.squad_predictions": "tfbert.tasks.qa_predictions",
     "tfbert.tasks.classifier_outputs": "tfbert.evaluation.classification_outputs",
     "tfbert.tasks.classification_outputs": "tfbert.evaluation.classification_outputs",
+    # the serving heads beside their tasks (the export finds them through the task registry)
+    "tfbert.export.heads.base": "tfbert.tasks.serving_base",
+    "tfbert.export.heads.classification": "tfbert.tasks.classification_serving",
+    "tfbert.export.heads.embedding": "tfbert.tasks.embedding_serving",
+    "tfbert.export.heads.encoder": "tfbert.tasks.pretraining_serving",
+    "tfbert.export.heads.ner": "tfbert.tasks.ner_serving",
+    "tfbert.export.heads.qa": "tfbert.tasks.qa_serving",
+    "tfbert.export.heads.regression": "tfbert.tasks.regression_serving",
+    "tfbert.export.graph_ops": "tfbert.tasks.serving_ops",
+    "tfbert.export.windows": "tfbert.tasks.serving_windows",
 }
 
 # names an old path offered beside the module's own (old path -> {old name: name in the module})

@@ -9,14 +9,15 @@ Signatures (every output has batch as its first dimension, as TF Serving's row f
                            for QA `text` is the question and `text_b` the context)
   serve_ids        inputs  `input_ids`, `input_mask`, `segment_ids` int32 [B, T]
 
-  and the task's outputs: tfbert/export/heads/<task>.py (classification, ner, qa, encoder)
-  says what each returns and how it decodes them in the graph.
+  and the task's outputs: the head beside its task, tfbert/tasks/*_serving.py
+  (classification, ner, qa, pretraining: the encoder), says what each returns and how it
+  decodes them in the graph.
 
 Long texts (ExportSpec.long_input "windows", from a model trained that way: tfbert.json
 "long_input"/"doc_stride"; the heads with `windows`): `serving_default` reads every text whole,
-as overlapping windows of T - 2 pieces `doc_stride` apart (tfbert/export/windows.py; pairs: see
-`_serve_windows`), the batch's windows run through the model ExportSpec.window_batch at a time
-(memory linear in the text; the request's characters are capped by
+as overlapping windows of T - 2 pieces `doc_stride` apart (tfbert/tasks/serving_windows.py;
+pairs: see `_serve_windows`), the batch's windows run through the model
+ExportSpec.window_batch at a time (memory linear in the text; the request's characters are capped by
 ExportSpec.max_request_chars), and the head merges each text's windows (`merge_windows`).
 serve_ids (and TFLite) take the windows from the caller, one per row, and answer per window;
 tfbert/export/window_inputs.py makes the windows and merges their outputs by the same rules.
@@ -49,14 +50,7 @@ import tensorflow as tf
 
 from tfbert.data.windows import LONG_INPUT
 from tfbert.errors import UserError
-from tfbert.export import heads, windows
-from tfbert.export.graph_ops import (
-    ragged_head,
-    segment_lengths,
-    take_positions,
-    trimmed_length,
-    valid_utf8,
-)
+from tfbert.export import heads
 from tfbert.export.input_checks import (
     ID_INPUTS,
     enforce,
@@ -67,6 +61,14 @@ from tfbert.export.input_checks import (
 from tfbert.export.layout import EXPORT_RECORD, version_folder, write_version
 from tfbert.export.streams import split_streams, streamed
 from tfbert.fileio import write_json
+from tfbert.tasks import serving_windows as windows
+from tfbert.tasks.serving_ops import (
+    ragged_head,
+    segment_lengths,
+    take_positions,
+    trimmed_length,
+    valid_utf8,
+)
 from tfbert.text.packer import BertPacker
 from tfbert.text.tokenizer import BertTokenizer
 
@@ -83,8 +85,8 @@ class ExportSpec:
     """What a SavedModel export needs to know besides the Keras model.
 
     Args:
-        task: str. The serving head (tfbert/export/heads/): "classification", "ner", "qa"
-            or "encoder".
+        task: str. The serving head (`tfbert.tasks.registry.serving_head`): "classification",
+            "ner", "qa" or "encoder".
         seq_length: int. T, the model's max_seq_length.
         labels: list of str. Class or tag names in id order (classification, ner).
         pair: bool. Classification on sentence pairs (`text_b` input); QA is always a pair.
@@ -207,7 +209,7 @@ class ExportSpec:
 
     @property
     def head(self) -> type[heads.ServingHead]:
-        """The serving head of `task` (tfbert/export/heads/)."""
+        """The serving head of `task` (`tfbert.tasks.registry.serving_head`)."""
         return heads.get(self.task)
 
     @property
@@ -268,8 +270,8 @@ class BertServingModule(tf.Module):
         self._objects.continuation = tf.constant(continuation)  # [V]
         self._objects.label_names = tf.constant(spec.labels or [""], tf.string)
         self._objects.char_spans = self._char_spans
-        # The task's part (tfbert/export/heads/): it reads the packer, char_spans, label_names
-        # and continuation from this untracked holder.
+        # The task's part (its head, tfbert/tasks/*_serving.py): it reads the packer,
+        # char_spans, label_names and continuation from this untracked holder.
         self._objects.head = spec.head(model, spec, self._objects)
 
         t = spec.seq_length

@@ -89,7 +89,7 @@ def _fail_unless(holds: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
 
 def _raw_outputs(model: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor],
                  continuation: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
-    """The task head's outputs (tfbert/export/heads/) of the model on `inputs`."""
+    """The task head's outputs (tfbert/tasks/*_serving.py) of the model on `inputs`."""
     return spec.head.tflite_outputs(model, spec, inputs, model(inputs, training=False),
                                     continuation)
 

@@ -5,7 +5,7 @@ A task module ends with `TASK = Task(...)` (or `TASKS = (...)` for several); the
 (`tfbert.tasks.registry`) finds it there, and the export, the loaders, the command lines and the
 tests ask the registry, so a new task needs no line elsewhere. Its model class comes from the
 models layer (tfbert/models/, found there by name when a saved model is loaded), its serving head
-from tfbert/export/heads/<export>.py.
+from the `HEAD` of tfbert/tasks/*_serving.py whose name its `export` gives.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ class Task:
         name: str. The task's name, as tfbert.json's "task" holds it ("qa", "ner", ...).
         model_class: type. A BertEncoder or BertTask subclass taking the encoder first; its
             `__name__` is tfbert.json's "model_class".
-        export: str. The serving head that serves it: the module tfbert/export/heads/<export>.py
+        export: str. The name of the serving head that serves it (`registry.serving_head`: the
+            `HEAD` of a module tfbert/tasks/*_serving.py)
             ("classification", "ner", "qa", "regression", or "encoder": the model's encoder is
             served).
         command: str or None. The command line that runs it: the module tfbert.cli.<command>

@@ -1,6 +1,6 @@
 """The encoder and pretraining tasks: a bare BertEncoder, and BertPretrainer (masked LM + next
 sentence prediction) trained by run_pretraining.py (`tfbert.training.pretrain`). Both export
-their encoder (tfbert/export/heads/encoder.py)."""
+their encoder (tfbert/tasks/pretraining_serving.py)."""
 
 from tfbert.models.encoder import BertEncoder
 from tfbert.models.pretrainer import BertPretrainer

@@ -1,10 +1,11 @@
 """The task registry: every task declared in tfbert/tasks/ (`tfbert.tasks.base.Task`).
 
 Every consumer asks here instead of naming tasks or classes: the export (`task_of(model).export`,
-the serving head tfbert/export/heads/<export>.py), the command lines (`claiming(command, name)`:
-which task a --task_name runs), the tests (`tasks()`). A task is declared once, by `TASK =
-Task(...)` (or `TASKS = (...)`) in its module tfbert/tasks/<name>.py, which this module finds by
-importing the package's modules; a new task adds that module and nothing here.
+and `serving_head(name)`: the head beside its task, tfbert/tasks/*_serving.py), the command
+lines (`claiming(command, name)`: which task a --task_name runs), the tests (`tasks()`). A task is
+declared once, by `TASK = Task(...)` (or `TASKS = (...)`) in its module tfbert/tasks/<name>.py,
+which this module finds by importing the package's modules; a new task adds that module and
+nothing here.
 
     >>> from tfbert.tasks import registry
     >>> registry.get("ner").model_class.__name__, registry.get("ner").export
@@ -25,7 +26,10 @@ import tfbert.tasks
 from tfbert.errors import UserError
 from tfbert.tasks.base import Task
 
-__all__ = ["Task", "claiming", "find", "get", "register", "task_of", "tasks"]
+__all__ = ["Task", "claiming", "find", "get", "register", "serving_head", "serving_heads",
+           "task_of", "tasks"]
+
+SERVING = "_serving"  # tfbert/tasks/*_serving.py holds a task's serving head (`HEAD`)
 
 _TASKS: dict[str, Task] = {}
 
@@ -63,13 +67,20 @@ def _scan() -> None:
     (a task `get` loaded by name earlier takes its module's place)."""
     found = [task for info in sorted(pkgutil.iter_modules(tfbert.tasks.__path__),
                                      key=lambda m: m.name)
-             if info.name not in ("base", "registry") for task in _module_tasks(info.name)]
+             if _declares_tasks(info.name) for task in _module_tasks(info.name)]
     for task in found:
         _add(task)
     ordered = {task.name: task for task in found}
     ordered.update(_TASKS)
     _TASKS.clear()
     _TASKS.update(ordered)
+
+
+def _declares_tasks(module_name: str) -> bool:
+    """Whether a module of tfbert.tasks may declare tasks (not the declaration, the registry or
+    the serving heads and what they build on)."""
+    return (module_name not in ("base", "registry") and not module_name.endswith(SERVING)
+            and not module_name.startswith("serving_"))
 
 
 def _declared() -> dict[str, Task]:
@@ -123,3 +134,27 @@ def task_of(model: Any) -> Task:
         raise UserError(f"{cls.__name__} is not a tfbert task model; expected one of "
                         f"{sorted(t.model_class.__name__ for t in declared.values())}")
     return task
+
+
+@functools.cache  # the package's modules do not change while it runs; asked per ExportSpec
+def serving_heads() -> dict[str, type]:
+    """{head name: its ServingHead subclass}: the `HEAD` of every tfbert/tasks/*_serving.py
+    (a Task's `export` names one), by name."""
+    found = {}
+    for info in pkgutil.iter_modules(tfbert.tasks.__path__):
+        if info.name.endswith(SERVING):
+            head = importlib.import_module(f"tfbert.tasks.{info.name}").HEAD
+            found[head.name] = head
+    return dict(sorted(found.items()))
+
+
+def serving_head(name: str) -> type:
+    """The serving head called `name` (a Task's `export`).
+
+    Raises:
+        UserError: no head has that name (the message lists them).
+    """
+    heads = serving_heads()
+    if name not in heads:
+        raise UserError(f"saved_model.py: task {name!r} is not one of {tuple(heads)}")
+    return heads[name]

@@ -3,21 +3,20 @@
 The export (tfbert/export/saved_model.py, tflite.py, `load_for_export`) is the same for every
 task: tokenizer and packer in the graph, input checks, padding trimmed, long texts in windows.
 What differs is asked of the task's head, found by the name the task registry gives it
-(`tfbert.tasks.registry.Task.export`): the module tfbert/export/heads/<name>.py, whose `HEAD` is
-a `ServingHead` subclass. A new kind of output is one new module there; a new task whose
-outputs an existing head serves names that head and adds nothing here.
+(`tfbert.tasks.registry.Task.export`, `registry.serving_head`): the `HEAD` of the module beside
+its task, tfbert/tasks/*_serving.py, a `ServingHead` subclass. A new kind of output is one
+new module there; a new task whose outputs an existing head serves names that head and adds
+nothing. The heads sit below the export: they import no tfbert.export module; `spec` is the
+export's ExportSpec and `module` its BertServingModule (tfbert/export/saved_model.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import tensorflow as tf
 
 from tfbert.errors import UserError
-
-if TYPE_CHECKING:
-    from tfbert.export.saved_model import BertServingModule, ExportSpec
 
 
 class ServingHead:
@@ -47,7 +46,7 @@ class ServingHead:
     question_first: ClassVar[bool] = False
     metadata_keys: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, model: Any, spec: ExportSpec, module: BertServingModule) -> None:
+    def __init__(self, model: Any, spec: Any, module: Any) -> None:
         self.model, self.spec, self.module = model, spec, module
 
     # --- what the export is ----------------------------------------------------------------------
@@ -64,7 +63,7 @@ class ServingHead:
         return {k: metadata[k] for k in cls.metadata_keys if k in metadata}
 
     @classmethod
-    def check_spec(cls, spec: ExportSpec) -> None:
+    def check_spec(cls, spec: Any) -> None:
         """Raises UserError for a spec setting this head cannot serve."""
         if spec.multi_label:
             raise UserError(f"saved_model.py: multi_label is a classification setting, not "
@@ -103,7 +102,7 @@ class ServingHead:
                         f"{self.spec.task!r}")
 
     @classmethod
-    def tflite_outputs(cls, model: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor],
+    def tflite_outputs(cls, model: Any, spec: Any, inputs: dict[str, tf.Tensor],
                        outputs: Any, continuation: tf.Tensor) -> dict[str, tf.Tensor]:
         """The ids-in TFLite model's outputs from the Keras model's (no strings: TFLite has no
         string outputs); `continuation`: bool [V], the id is a "##" piece."""
@@ -130,6 +129,6 @@ class SingleOutputHead(ServingHead):
         return {self.output: outputs[self.output]}
 
     @classmethod
-    def tflite_outputs(cls, model: Any, spec: ExportSpec, inputs: dict[str, tf.Tensor],
+    def tflite_outputs(cls, model: Any, spec: Any, inputs: dict[str, tf.Tensor],
                        outputs: Any, continuation: tf.Tensor) -> dict[str, tf.Tensor]:
         return {cls.output: tf.cast(outputs, tf.float32)}

@@ -16,7 +16,7 @@ from typing import Any
 import tensorflow as tf
 
 from tfbert.errors import UserError
-from tfbert.export.heads.base import ServingHead
+from tfbert.tasks.serving_base import ServingHead
 
 logger = logging.getLogger(__name__)
 

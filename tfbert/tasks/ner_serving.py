@@ -35,9 +35,9 @@ import tensorflow as tf
 
 from tfbert.data.tags import PREFIXES, spread
 from tfbert.errors import UserError
-from tfbert.export import windows
-from tfbert.export.graph_ops import dense, pad_positions, segment_lengths, substr
-from tfbert.export.heads.base import ServingHead
+from tfbert.tasks import serving_windows as windows
+from tfbert.tasks.serving_base import ServingHead
+from tfbert.tasks.serving_ops import dense, pad_positions, segment_lengths, substr
 
 # The prefix codes of the in-graph chunk rule (`chunk_starts`): 0 = O, then data.tags.PREFIXES.
 TAG_PREFIXES = {"O": 0, **{p: i + 1 for i, p in enumerate(PREFIXES)}}

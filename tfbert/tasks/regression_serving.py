@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfbert.export.heads.base import SingleOutputHead
+from tfbert.tasks.serving_base import SingleOutputHead
 
 
 class RegressionHead(SingleOutputHead):

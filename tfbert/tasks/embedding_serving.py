@@ -14,7 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfbert.export.heads.base import SingleOutputHead
+from tfbert.tasks.serving_base import SingleOutputHead
 
 
 class EmbeddingHead(SingleOutputHead):

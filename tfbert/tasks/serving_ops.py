@@ -1,5 +1,5 @@
 """Graph pieces the serving signatures share (tfbert/export/saved_model.py and the serving
-heads, tfbert/export/heads/): trimming the padding, ragged to dense, character substrings.
+heads, tfbert/tasks/*_serving.py): trimming the padding, ragged to dense, character substrings.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfbert.export.graph_ops import pad_positions
-from tfbert.export.heads.base import ServingHead
+from tfbert.tasks.serving_base import ServingHead
+from tfbert.tasks.serving_ops import pad_positions
 
 
 class EncoderHead(ServingHead):

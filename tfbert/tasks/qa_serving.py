@@ -11,7 +11,7 @@ The best span (tfbert/evaluation/spans.py, the search training's decoding uses) 
 `n_best_size` best start and end positions that lie in the context, end >= start, at most
 `max_answer_length` pieces (google-research/bert's run_squad.py). The question is cut to
 `max_query_length` pieces; with ExportSpec.doc_stride the text signature reads a long context
-in windows as training does (tfbert/export/windows.py: one every doc_stride pieces, a start
+in windows as training does (tfbert/tasks/serving_windows.py: one every doc_stride pieces, a start
 only where its piece has the most context, the best span over the windows, the null score the
 smallest over them; start_logits/end_logits, score and answer_token_start/end are then those of
 the window the answer comes from); serve_ids scores each given window alone. SQuAD v2.0 models
@@ -25,9 +25,9 @@ from typing import Any
 import tensorflow as tf
 
 from tfbert.evaluation.spans import best_span
-from tfbert.export import windows
-from tfbert.export.graph_ops import pad_positions, ragged_head, segment_lengths, substr
-from tfbert.export.heads.base import ServingHead
+from tfbert.tasks import serving_windows as windows
+from tfbert.tasks.serving_base import ServingHead
+from tfbert.tasks.serving_ops import pad_positions, ragged_head, segment_lengths, substr
 
 
 class QaHead(ServingHead):
