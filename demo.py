@@ -92,8 +92,9 @@ def continue_pretraining(output_dir: str) -> dict[str, Any]:
             --input_file=reviews.tfrecord --max_seq_length=64 --num_train_steps=400 ...
     """
     from tfbert.checkpoints import resolve_source
-    from tfbert.data import corpora, instance_files, instances
+    from tfbert.data import corpora
     from tfbert.data.classification.builtin import builtin_examples
+    from tfbert.pretraining_data import instance_files, instances
     from tfbert.training.pretrain import PretrainConfig, run_pretraining
 
     vocab_file = os.path.join(resolve_source(MODEL), "vocab.txt")

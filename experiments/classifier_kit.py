@@ -48,13 +48,13 @@ MODEL = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
 
 def builtin_vocab(output_dir: str, vocab_size: int = 8000) -> str:
     """vocab.txt learned from the training documents of the built-in Chinese corpus, as
-    `tfbert.training.builtin_data.default_data` learns it (built once into output_dir)."""
-    from tfbert.training import builtin_data
+    `tfbert.pretraining_data.builtin.default_data` learns it (built once into output_dir)."""
+    from tfbert.pretraining_data import builtin
 
     path = os.path.join(output_dir, "vocab.txt")
     if not os.path.exists(path):
         os.makedirs(output_dir, exist_ok=True)
-        builtin_data.write_vocab(path, builtin_data.split_documents()[0], vocab_size)
+        builtin.write_vocab(path, builtin.split_documents()[0], vocab_size)
     return path
 
 

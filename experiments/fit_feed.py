@@ -123,10 +123,10 @@ def run_feeds(batch: dict, jit_compile: bool, strategy, chunk: int, cache_dir: s
     """The run_optimizer, run_stream and run systems of one XLA setting."""
     import tensorflow as tf
 
-    from tfbert.data import record_scan, records
+    from tfbert.pretraining_data import record_scan, records
+    from tfbert.pretraining_data.builtin import default_data
     from tfbert.training import callbacks as cb
     from tfbert.training import pretrain
-    from tfbert.training.builtin_data import default_data
 
     config = pretrain.PretrainConfig(output_dir=log_dir, jit_compile=jit_compile,
                                      mixed_precision="float32", cache_dir=cache_dir)

@@ -8,7 +8,7 @@ fine-tuned twice through the command line, with the same model, data and seed:
 The test accuracy of each is read once, for the model it kept.
 
 No pretrained checkpoint is assumed: the model is a small random-init BERT (2 layers, hidden
-128) over the built-in vocab (the 8,000-piece WordPiece vocab `tfbert.training.builtin_data`
+128) over the built-in vocab (the 8,000-piece WordPiece vocab `tfbert.pretraining_data.builtin`
 builds from the built-in corpus, rebuilt here the same way without the pretraining records), on
 the first --max_train_examples training reviews. From random init the usable learning rates are
 larger than BERT's 2e-5..5e-5 for a pretrained model (at 5e-5 for 3 epochs, and at 1e-4 for 2
@@ -41,14 +41,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def builtin_vocab(path: str) -> str:
-    """The vocab `tfbert.training.builtin_data.default_data()` builds (same documents, split,
+    """The vocab `tfbert.pretraining_data.builtin.default_data()` builds (same documents, split,
     size and case), written to `path` once."""
     if os.path.exists(path):
         return path
-    from tfbert.training import builtin_data
+    from tfbert.pretraining_data import builtin
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    builtin_data.write_vocab(path, builtin_data.split_documents()[0])
+    builtin.write_vocab(path, builtin.split_documents()[0])
     return path
 
 

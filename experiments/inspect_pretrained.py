@@ -36,8 +36,8 @@ def main() -> None:
 
     import tfbert
     from tfbert import checkpoints
-    from tfbert.data import records
-    from tfbert.data.pretraining import pretraining_dataset
+    from tfbert.pretraining_data import records
+    from tfbert.pretraining_data.pipeline import pretraining_dataset
     from tfbert.training.pretrain import default_data
 
     pretrainer = checkpoints.load_model(args.model)

@@ -28,7 +28,7 @@ def batches(args) -> tuple[list[dict], int]:
     """`args.steps` training batches of the built-in data (numpy), and the vocab size."""
     import tensorflow as tf
 
-    from tfbert.data.pretraining import pretraining_dataset
+    from tfbert.pretraining_data.pipeline import pretraining_dataset
     from tfbert.text.vocab import load_vocab
     from tfbert.training.pretrain import default_data
 

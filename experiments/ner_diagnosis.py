@@ -1,15 +1,15 @@
 """Why does a small tfbert tagger score below a BiLSTM on People's Daily NER? Measured.
 
-The setting of the comparison: the built-in People's Daily NER, the first 3,000 training
-sentences, max_seq_length 128, batch 32, dev and test held out. The BERT model is a random-init
-tiny model of the default pretraining shape (2 layers, hidden 128, 2 heads, intermediate 512,
-no dropout in the encoder; the built-in 8,000-piece vocab, `builtin_data.write_vocab`), or
-the model of --init_checkpoint (then every run starts from it). Each run fine-tunes it with
-run_ner's own pieces (`tfbert.tasks.ner.training_loss`, `tfbert.data.ner.encode_examples` /
-`make_dataset`, `tfbert.training.finetune.finetune`: AdamW, warmup then linear decay to 0,
-the best dev epoch kept) and scores, after every epoch, dev and the first --fit_examples
-training sentences (does it fit the training set?). One option differs per run (RUNS). The
-BiLSTM baseline (`tfbert.evaluation.baselines`) runs on the same sentences.
+The setting of the comparison: the built-in People's Daily NER, the first 3,000 training sentences,
+max_seq_length 128, batch 32, dev and test held out. The BERT model is a random-init tiny model of
+the default pretraining shape (2 layers, hidden 128, 2 heads, intermediate 512, no dropout in the
+encoder; the built-in 8,000-piece vocab, `tfbert.pretraining_data.builtin.write_vocab`), or the
+model of --init_checkpoint (then every run starts from it). Each run fine-tunes it with run_ner's
+own pieces (`tfbert.tasks.ner.training_loss`, `tfbert.data.ner.encode_examples` / `make_dataset`,
+`tfbert.training.finetune.finetune`: AdamW, warmup then linear decay to 0, the best dev epoch kept)
+and scores, after every epoch, dev and the first --fit_examples training sentences (does it fit the
+training set?). One option differs per run (RUNS). The BiLSTM baseline
+(`tfbert.evaluation.baselines`) runs on the same sentences.
 
 Before training, the mechanics that could silently hurt are measured on the real features:
 

@@ -72,8 +72,8 @@ def flag_value(flags: list[str], name: str, default: Any) -> str:
 
 def model_config_file(out: str, changes: dict[str, Any]) -> str:
     """A bert_config.json of the built-in default model with `changes`."""
+    from tfbert.pretraining_data.builtin import default_data
     from tfbert.text.vocab import load_vocab
-    from tfbert.training.builtin_data import default_data
     from tfbert.training.pretrain import DEFAULT_MODEL
 
     vocab = default_data(os.path.join(out, "cache")).vocab_file

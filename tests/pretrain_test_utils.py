@@ -15,8 +15,9 @@ import numpy as np
 from model_test_utils import REPO, tiny_config
 from safetensors.numpy import load_file
 
-from tfbert.data import corpora, instances
-from tfbert.data.instance_files import create_pretraining_data
+from tfbert.data import corpora
+from tfbert.pretraining_data import instances
+from tfbert.pretraining_data.instance_files import create_pretraining_data
 from tfbert.training.pretrain import PretrainConfig
 
 CREATE_PRETRAINING_DATA = os.path.join(REPO, "data_tools", "create_pretraining_data.py")

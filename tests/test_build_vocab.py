@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from tfbert.data import corpora
-from tfbert.data.vocab_corpus import build_vocab_file
+from tfbert.pretraining_data.vocab_corpus import build_vocab_file
 from tfbert.text import vocab as vocab_lib
 from tfbert.text import vocab_builder
 from tfbert.text.tokenizer import BertTokenizer

@@ -66,7 +66,7 @@ def test_run_scripts_report_bad_flags_in_one_line(args, message):
 
 
 def test_subpackages_are_attributes():
-    assert tfbert.data.pretraining_dataset.__name__ == "pretraining_dataset"
+    assert tfbert.pretraining_data.pretraining_dataset.__name__ == "pretraining_dataset"
     assert tfbert.errors.UserError is UserError
     assert "data" in dir(tfbert)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):

@@ -16,12 +16,13 @@ import pytest
 import tensorflow as tf
 from pretrain_test_utils import run_create_pretraining_data
 
-from tfbert.data import corpora, google_records, instances, records
-from tfbert.data.instance_files import create_pretraining_data
-from tfbert.data.pretraining import pretraining_dataset
-from tfbert.data.record_formats import RecordLayout, files_layout
-from tfbert.data.record_scan import scan_records
+from tfbert.data import corpora
 from tfbert.errors import UserError
+from tfbert.pretraining_data import google_records, instances, records
+from tfbert.pretraining_data.instance_files import create_pretraining_data
+from tfbert.pretraining_data.pipeline import pretraining_dataset
+from tfbert.pretraining_data.record_formats import RecordLayout, files_layout
+from tfbert.pretraining_data.record_scan import scan_records
 from tfbert.text.vocab import load_vocab
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "google_records")

@@ -28,7 +28,7 @@ import pytest
 import tensorflow as tf
 
 import tfbert
-from tfbert.data import google_records
+from tfbert.pretraining_data import google_records
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 GOLDEN_DIR = os.path.join(DATA, "google_training")

@@ -1,12 +1,18 @@
-"""The package's layout: each task in its own files (no task module imports another task's), and
-no module under tfbert/tasks imports the export; imports inside functions count."""
+"""The package's layout: each task in its own files (no task module imports another task's), no
+module under tfbert/tasks imports the export (imports inside functions count), pretraining data
+in tfbert/pretraining_data only, and the old module paths (tfbert/_moved.py) still import."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import pathlib
+import sys
+
+import pytest
 
 import tfbert
+from tfbert import _moved
 
 TASKS_DIR = pathlib.Path(tfbert.__file__).parent / "tasks"
 # not tasks: the declaration, the registry, and what every serving head builds on
@@ -79,3 +85,39 @@ def test_no_task_module_imports_the_export():
                               if m == "tfbert.export" or m.startswith("tfbert.export."))
                  for name, source in task_modules().items()}
     assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def forget(old: str) -> None:
+    """Makes the next import of `old` find it again (as in a fresh process)."""
+    sys.modules.pop(old, None)
+    parent, _, name = old.rpartition(".")
+    if parent in sys.modules and name in vars(sys.modules[parent]):
+        delattr(sys.modules[parent], name)
+
+
+@pytest.mark.parametrize("old, new", sorted(_moved.MOVED.items()))
+def test_old_paths_import_the_moved_module_and_warn(old, new):
+    module = importlib.import_module(new)
+    forget(old)  # a test before may have imported it
+    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
+        assert importlib.import_module(old) is module
+    assert sys.modules[old] is module
+
+
+def test_old_names_of_old_paths():
+    forget("tfbert.tasks.squad")
+    with pytest.warns(DeprecationWarning):
+        from tfbert.tasks import squad
+    from tfbert.tasks import qa
+
+    assert squad is qa and squad.SquadConfig is qa.QAConfig
+
+
+def test_tfbert_data_holds_no_pretraining_data():
+    data = pathlib.Path(tfbert.__file__).parent / "data"
+    moved = {old.rsplit(".", 1)[1] for old in _moved.MOVED if old.startswith("tfbert.data.")}
+    assert moved and not {p.stem for p in data.rglob("*.py")} & moved
+    pretraining = pathlib.Path(tfbert.__file__).parent / "pretraining_data"
+    assert {new.rsplit(".", 1)[1] for old, new in _moved.MOVED.items()
+            if old.startswith("tfbert.data.")} <= {p.stem for p in pretraining.glob("*.py")}
+

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfbert.data.masking import (
+from tfbert.pretraining_data.masking import (
     DynamicMasker,
     continuation_flags,
     special_token_flags,

@@ -15,10 +15,10 @@ from collections.abc import Callable
 import pytest
 
 from tfbert import ownership
-from tfbert.data import instances
-from tfbert.data.instance_files import create_pretraining_data
-from tfbert.data.vocab_corpus import build_vocab_file
 from tfbert.errors import UserError
+from tfbert.pretraining_data import instances
+from tfbert.pretraining_data.instance_files import create_pretraining_data
+from tfbert.pretraining_data.vocab_corpus import build_vocab_file
 from tfbert.tasks.classification import ClassificationConfig, run_classification
 from tfbert.tasks.ner import NerConfig, run_ner
 from tfbert.tasks.qa import QAConfig, run_qa
@@ -329,7 +329,7 @@ def test_overwrite_and_own_files_let_the_file_commands_write(tmp_path, inputs):
 def test_globs_leave_out_tfberts_records_and_temp_files(tmp_path):
     """tf.io.gfile.glob("data/*") matches hidden files; tfbert's readers leave them out, as a
     shell does, so a folder of shards with their records reads as the shards."""
-    from tfbert.data import records
+    from tfbert.pretraining_data import records
 
     (tmp_path / "a.txt").write_text("一句话\n")
     (tmp_path / ".a.txt.tfbert.json").write_text("{}\n")

@@ -23,9 +23,9 @@ import tensorflow as tf
 from model_test_utils import REPO
 from pretrain_test_utils import free_ports, pretrain_config, pretrain_flags, saved_weights
 
-from tfbert.data import record_stream, records
-from tfbert.data.pretraining import pretraining_stream, worker_rows
 from tfbert.errors import UserError
+from tfbert.pretraining_data import record_stream, records
+from tfbert.pretraining_data.pipeline import pretraining_stream, worker_rows
 from tfbert.training import data_service, resume
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
 

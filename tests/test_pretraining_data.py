@@ -14,9 +14,15 @@ import pytest
 import tensorflow as tf
 from pretrain_test_utils import run_create_pretraining_data
 
-from tfbert.data import corpora, instances, records
-from tfbert.data.documents import Sentence, bert_word_spans, jieba_word_starts, tokenize_documents
-from tfbert.data.instance_files import create_pretraining_data
+from tfbert.data import corpora
+from tfbert.pretraining_data import instances, records
+from tfbert.pretraining_data.documents import (
+    Sentence,
+    bert_word_spans,
+    jieba_word_starts,
+    tokenize_documents,
+)
+from tfbert.pretraining_data.instance_files import create_pretraining_data
 
 SEQ, PRED = 128, 20
 
@@ -213,7 +219,7 @@ def test_cli_writes_sharded_records(record_files, documents):
 
 def test_corrupt_and_truncated_files_are_named(record_files, chinese_vocab_file, tmp_path,
                                                capfd):
-    from tfbert.data import pretraining_dataset
+    from tfbert.pretraining_data import pretraining_dataset
 
     files, _ = record_files
     plain = tmp_path / "plain.tfrecord"
@@ -290,8 +296,8 @@ def collect(ds) -> dict[str, np.ndarray]:
 
 
 def test_pipeline_statistics(record_files, chinese_vocab_file):
-    from tfbert.data import pretraining_dataset
-    from tfbert.data.masking import special_token_flags
+    from tfbert.pretraining_data import pretraining_dataset
+    from tfbert.pretraining_data.masking import special_token_flags
     from tfbert.text.tokenizer import BertTokenizer
 
     files, stats = record_files
@@ -336,7 +342,7 @@ def test_pipeline_statistics(record_files, chinese_vocab_file):
 
 
 def test_masks_are_fresh_each_epoch_and_fixed_by_the_seed(record_files, chinese_vocab_file):
-    from tfbert.data import pretraining_dataset
+    from tfbert.pretraining_data import pretraining_dataset
 
     files, _ = record_files
 
@@ -361,8 +367,8 @@ def test_masks_are_fresh_each_epoch_and_fixed_by_the_seed(record_files, chinese_
 
 
 def test_whole_word_masking_in_the_pipeline(record_files, chinese_vocab_file):
-    from tfbert.data import pretraining_dataset
-    from tfbert.data.masking import special_token_flags
+    from tfbert.pretraining_data import pretraining_dataset
+    from tfbert.pretraining_data.masking import special_token_flags
     from tfbert.text.tokenizer import BertTokenizer
 
     files, _ = record_files
@@ -405,7 +411,7 @@ def test_whole_word_masking_in_the_pipeline(record_files, chinese_vocab_file):
 
 
 def test_distribute_datasets_from_function(record_files, chinese_vocab_file):
-    from tfbert.data import pretraining_dataset
+    from tfbert.pretraining_data import pretraining_dataset
 
     files, _ = record_files
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
@@ -420,7 +426,7 @@ def test_distribute_datasets_from_function(record_files, chinese_vocab_file):
 @pytest.mark.slow
 def test_builtin_corpus_end_to_end(chinese_vocab_file, tmp_path):
     """The command line on the whole built-in corpus (no --input_file), then the pipeline."""
-    from tfbert.data import pretraining_dataset
+    from tfbert.pretraining_data import pretraining_dataset
 
     out = tmp_path / "builtin.tfrecord"
     stats = run_create_pretraining_data([
@@ -451,7 +457,7 @@ def test_bert_pretrainer_fits_on_the_pipeline(record_files, chinese_vocab_file):
     import keras
 
     from tfbert import BertConfig, BertEncoder, BertPretrainer
-    from tfbert.data import pretraining_dataset
+    from tfbert.pretraining_data import pretraining_dataset
     from tfbert.text.vocab import load_vocab
 
     files, _ = record_files

@@ -20,7 +20,8 @@ from model_test_utils import REPO, NaNWeightsAt, tiny_config
 from pretrain_test_utils import free_ports, pretrain_config, pretrain_flags, saved_weights
 
 from tfbert.config import BertConfig
-from tfbert.training import builtin_data, pretrain, pretrain_model, reports, runtime
+from tfbert.pretraining_data import builtin as builtin_data
+from tfbert.training import pretrain, pretrain_model, reports, runtime
 from tfbert.training.pretrain import PretrainConfig, run_pretraining
 
 

@@ -203,7 +203,7 @@ def test_resume_with_another_init_checkpoint_exits_2_naming_both(tiny_data, tmp_
 
 @pytest.fixture
 def damaged_shards(tiny_data, tmp_path):
-    from tfbert.data import record_scan
+    from tfbert.pretraining_data import record_scan
 
     good = tiny_data["train"].split(",")[0]
     data = open(good, "rb").read()
@@ -252,7 +252,7 @@ def test_corrupt_shards_refused_before_the_model_is_built(tiny_data, damaged_sha
     assert not glob.glob(str(out / "checkpoints" / "*"))
     assert not (out / "model").exists() and not (out / pretrain.RUN_CONFIG_FILE).exists()
 
-    from tfbert.data import record_scan, records  # GZIP shards: checked the same way
+    from tfbert.pretraining_data import record_scan, records  # GZIP shards: checked the same way
 
     gz = tmp_path / "cut.tfrecord.gz"
     with records.ShardedWriter(str(tmp_path / "whole.tfrecord.gz"), gzip=True) as writer:
@@ -297,7 +297,7 @@ def test_skip_corrupt_trains_and_reports_what_it_skipped(tiny_data, damaged_shar
 def test_scan_reads_well_over_10_mb_per_second(tiny_data):
     """The check reads every record once: well over 10 MB/s even on a shared 2-core machine
     (the built-in data, 27 MB of ~360-byte records: about 200-300 MB/s there)."""
-    from tfbert.data import record_scan
+    from tfbert.pretraining_data import record_scan
 
     files = tiny_data["train"].split(",") * 20
     started = time.perf_counter()
@@ -313,7 +313,7 @@ def test_scan_reads_well_over_10_mb_per_second(tiny_data):
 
 def test_sequence_lengths_refused_before_tokenizing(tiny_data, tmp_path, monkeypatch,
                                                     chinese_vocab_file):
-    from tfbert.data import record_scan
+    from tfbert.pretraining_data import record_scan
 
     def no_data_work(*args, **kwargs):
         raise AssertionError("data work started")

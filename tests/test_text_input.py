@@ -18,9 +18,10 @@ import os
 import pytest
 
 from tfbert import errors, textfiles
-from tfbert.data import classification, corpora, instances, ner, records
+from tfbert.data import classification, corpora, ner
 from tfbert.data import squad as qa_data
-from tfbert.data.instance_files import create_pretraining_data, read_text_documents
+from tfbert.pretraining_data import instances, records
+from tfbert.pretraining_data.instance_files import create_pretraining_data, read_text_documents
 from tfbert.text import vocab as vocab_lib
 from tfbert.text import vocab_builder
 

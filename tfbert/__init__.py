@@ -29,10 +29,11 @@ _LAZY = {
     "save_pretrained": "tfbert.models.pretrained",
 }
 
-# Subpackages and modules reachable as attributes (`tfbert.data.pretraining_dataset(...)`),
-# imported on first use like the names above.
+# Subpackages and modules reachable as attributes
+# (`tfbert.pretraining_data.pretraining_dataset(...)`), imported on first use like the names above.
 _SUBMODULES = ("checkpoints", "config", "data", "errors", "evaluation", "export", "fileio",
-               "layers", "models", "ops", "params", "tasks", "text", "textfiles", "training")
+               "layers", "models", "ops", "params", "pretraining_data", "tasks", "text",
+               "textfiles", "training")
 
 __all__ = sorted(_LAZY)
 

@@ -40,6 +40,20 @@ MOVED: dict[str, str] = {
     "tfbert.export.heads.regression": "tfbert.tasks.regression_serving",
     "tfbert.export.graph_ops": "tfbert.tasks.serving_ops",
     "tfbert.export.windows": "tfbert.tasks.serving_windows",
+    # pretraining data as one package, a module per stage (tfbert.data keeps fine-tuning data)
+    "tfbert.data.documents": "tfbert.pretraining_data.documents",
+    "tfbert.data.instances": "tfbert.pretraining_data.instances",
+    "tfbert.data.instance_files": "tfbert.pretraining_data.instance_files",
+    "tfbert.data.vocab_corpus": "tfbert.pretraining_data.vocab_corpus",
+    "tfbert.data.records": "tfbert.pretraining_data.records",
+    "tfbert.data.google_records": "tfbert.pretraining_data.google_records",
+    "tfbert.data.record_formats": "tfbert.pretraining_data.record_formats",
+    "tfbert.data.record_scan": "tfbert.pretraining_data.record_scan",
+    "tfbert.data.record_stream": "tfbert.pretraining_data.record_stream",
+    "tfbert.data.masking": "tfbert.pretraining_data.masking",
+    "tfbert.data.text_pairs": "tfbert.pretraining_data.features",
+    "tfbert.data.pretraining": "tfbert.pretraining_data.pipeline",
+    "tfbert.training.builtin_data": "tfbert.pretraining_data.builtin",
 }
 
 # names an old path offered beside the module's own (old path -> {old name: name in the module})

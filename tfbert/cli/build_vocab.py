@@ -23,8 +23,8 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tfbert import textfiles  # noqa: E402
-from tfbert.data.vocab_corpus import build_vocab_file  # noqa: E402
 from tfbert.errors import run_cli  # noqa: E402
+from tfbert.pretraining_data.vocab_corpus import build_vocab_file  # noqa: E402
 from tfbert.text import vocab_builder  # noqa: E402
 
 
@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> dict:
         argv: list of str or None. The flags (None: sys.argv[1:]).
 
     Returns:
-        The summary dict of `tfbert.data.vocab_corpus.build_vocab_file` (vocab_size, lines_train,
-        lines_heldout, heldout_unk_rate, ...).
+        The summary dict of `tfbert.pretraining_data.vocab_corpus.build_vocab_file`
+        (vocab_size, lines_train, lines_heldout, heldout_unk_rate, ...).
     """
     args = parse_args(argv)
     textfiles.check_encoding(args.input_encoding)

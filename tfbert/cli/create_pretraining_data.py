@@ -2,7 +2,7 @@
 
 Input is the original BERT format: plain text, one sentence per line, a blank line between
 documents. Without --input_file the built-in Chinese corpus (tfbert.data.corpora) is used.
-Masks are not stored: tfbert.data.pretraining_dataset draws fresh ones every epoch.
+Masks are not stored: tfbert.pretraining_data.pretraining_dataset draws fresh ones every epoch.
 
 --output_format=google writes google-research/bert's records instead (int64 input_ids,
 input_mask, segment_ids [max_seq_length], masked_lm_positions, masked_lm_ids and float
@@ -39,10 +39,10 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tfbert import textfiles  # noqa: E402
-from tfbert.data import instance_files, instances  # noqa: E402
-from tfbert.data.records import expand_file_pattern  # noqa: E402
 from tfbert.devices import list_devices  # noqa: E402
 from tfbert.errors import run_cli  # noqa: E402
+from tfbert.pretraining_data import instance_files, instances  # noqa: E402
+from tfbert.pretraining_data.records import expand_file_pattern  # noqa: E402
 
 DEFAULTS = instances.InstanceOptions()
 

@@ -1,8 +1,9 @@
-"""Data: the built-in corpora, pretraining records and the pretraining input pipeline, and
-the length buckets of the fine-tuning pipelines (`tfbert.data.length_buckets`).
+"""Data for fine-tuning: the built-in corpora (`tfbert.data.corpora`, which pretraining reads
+too), their splits, the task readers, and the length buckets of the fine-tuning pipelines
+(`tfbert.data.length_buckets`). Pretraining data is `tfbert.pretraining_data`.
 
-`tfbert.data.corpora` is plain Python; `pretraining_dataset` and the length-bucket functions
-(TensorFlow) are loaded on first use, so `from tfbert.data import corpora` stays cheap.
+`tfbert.data.corpora` is plain Python; the length-bucket functions (TensorFlow) are loaded on
+first use, so `from tfbert.data import corpora` stays cheap.
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ from tfbert._lazy import lazy_names
 from tfbert.data import corpora
 
 _LAZY = {
-    "pretraining_dataset": "tfbert.data.pretraining",
-    "PretrainingTransform": "tfbert.data.text_pairs",
-    "DynamicMasker": "tfbert.data.masking",
     "batch_by_length": "tfbert.data.length_buckets",
     "bucket_lengths": "tfbert.data.length_buckets",
     "predict_in_order": "tfbert.data.length_buckets",

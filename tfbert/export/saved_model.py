@@ -9,9 +9,8 @@ Signatures (every output has batch as its first dimension, as TF Serving's row f
                            for QA `text` is the question and `text_b` the context)
   serve_ids        inputs  `input_ids`, `input_mask`, `segment_ids` int32 [B, T]
 
-  and the task's outputs: the head beside its task, tfbert/tasks/*_serving.py
-  (classification, ner, qa, pretraining: the encoder), says what each returns and how it
-  decodes them in the graph.
+  and the task's outputs: its head (tfbert/tasks/*_serving.py) says what each returns and how
+  it decodes them in the graph.
 
 Long texts (ExportSpec.long_input "windows", from a model trained that way: tfbert.json
 "long_input"/"doc_stride"; the heads with `windows`): `serving_default` reads every text whole,

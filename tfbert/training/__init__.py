@@ -18,7 +18,7 @@ _LAZY = {
     "get_strategy": "tfbert.training.distribute",
     "PretrainConfig": "tfbert.training.pretrain_config",
     "run_pretraining": "tfbert.training.pretrain",
-    "default_data": "tfbert.training.builtin_data",
+    "default_data": "tfbert.pretraining_data.builtin",
     "RunConfig": "tfbert.training.config",
     "run_grid": "tfbert.training.grid",
 }

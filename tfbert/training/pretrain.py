@@ -5,7 +5,7 @@ run_pretraining.py.
 -> model config -> checks -> model and optimizer in the strategy's scope -> restore -> fit ->
 results. The runtime it shares with fine-tuning lives beside it: `config` (the shared fields),
 `runtime` (precision, strategy, lock, optimizer), `model_source` (config, build, checks),
-`reports` (results, markdown, plots) and `builtin_data` (the default corpus).
+`reports` (results, markdown, plots) and `tfbert.pretraining_data.builtin` (the default corpus).
 
 Steps. A *step* is one optimizer update over `train_batch_size` examples (the global batch: all
 replicas, all accumulation micro-batches). With `gradient_accumulation_steps` k each step is k
@@ -13,15 +13,15 @@ Keras batches of `train_batch_size / k`, split over the replicas. Keras runs in 
 epochs) of `iterations_per_loop` steps; the eval set is scored at the end of every loop.
 
 Resume. Checkpoints (`output_dir/checkpoints/ckpt-STEP`, every `save_checkpoints_steps`) hold the
-model's weights, the optimizer (moments, update count, hence the learning-rate schedule
-position; accumulators; the float16 loss scale), the dropout random-generator states and the
-global step. Rerunning the same command restores the latest one and continues from its step;
-a larger `num_train_steps` continues training (the schedule is recomputed for the new total).
-The data position is not saved: it is a pure function of (seed, step)
-(`tfbert.data.pretraining.pretraining_stream`: a stateless file order and record permutation
-per epoch, masks keyed by the seed and the global step), so the resumed run starts reading at
-the records of its first step without touching the ones before, and sees exactly the batches
-an uninterrupted run sees (the final weights match it). Starting at step 500,000 costs what
+model's weights, the optimizer (moments, update count, hence the learning-rate schedule position;
+accumulators; the float16 loss scale), the dropout random-generator states and the global step.
+Rerunning the same command restores the latest one and continues from its step; a larger
+`num_train_steps` continues training (the schedule is recomputed for the new total). The data
+position is not saved: it is a pure function of (seed, step)
+(`tfbert.pretraining_data.pipeline.pretraining_stream`: a stateless file order and record
+permutation per epoch, masks keyed by the seed and the global step), so the resumed run starts
+reading at the records of its first step without touching the ones before, and sees exactly the
+batches an uninterrupted run sees (the final weights match it). Starting at step 500,000 costs what
 starting at step 0 does.
 
 Workers. Each multi-worker worker parses, tokenizes and masks only its rows of each global
@@ -38,10 +38,10 @@ The stream holds only for the same data settings, so a resume compares them with
 An init_checkpoint other than the run's own is refused too (its weights would not be loaded).
 
 Safety. The run writes only into a new or empty output_dir or a pretraining run's own
-(`tfbert.ownership`), holds its lock (`tfbert.rundir`) from start to end, removes
-the `ckpt-N_temp/` folders a kill during a save leaves, and reads every input shard once
-(`tfbert.data.record_scan.scan_records`, CRCs and truncation) before it builds the model;
-`skip_corrupt` trains without the unreadable rest of a damaged shard and reports it.
+(`tfbert.ownership`), holds its lock (`tfbert.rundir`) from start to end, removes the `ckpt-N_temp/`
+folders a kill during a save leaves, and reads every input shard once
+(`tfbert.pretraining_data.record_scan.scan_records`, CRCs and truncation) before it builds the
+model; `skip_corrupt` trains without the unreadable rest of a damaged shard and reports it.
 """
 
 from __future__ import annotations
@@ -60,16 +60,16 @@ import keras
 import tensorflow as tf
 
 from tfbert import ownership, rundir
-from tfbert.data import record_scan, records
-from tfbert.data.pretraining import (
-    InputMeter,
-)
 from tfbert.errors import NonFiniteLoss, UserError, failure_notes
 from tfbert.models.pretrainer import BertPretrainer
+from tfbert.pretraining_data import record_scan, records
+from tfbert.pretraining_data.builtin import default_data
+from tfbert.pretraining_data.pipeline import (
+    InputMeter,
+)
 from tfbert.text.vocab import load_vocab
 from tfbert.training import callbacks as cb
 from tfbert.training import runtime
-from tfbert.training.builtin_data import default_data
 from tfbert.training.distribute import get_strategy, is_chief, num_workers, worker_index
 from tfbert.training.model_source import (
     check_init_checkpoint,

@@ -11,7 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from tfbert.data.pretraining import (
+from tfbert.pretraining_data.pipeline import (
     CYCLE_LENGTH,
     SHUFFLE_WINDOW,
     InputMeter,
@@ -55,7 +55,7 @@ def train_dataset(config: PretrainConfig, files: Sequence[str], record_counts: S
                   meter: InputMeter | None = None, end_step: int | None = None
                   ) -> tf.data.Dataset:
     """One worker's training micro-batches from global step `start_step` on
-    (`tfbert.data.pretraining.pretraining_stream`): its rows of each global batch of
+    (`tfbert.pretraining_data.pipeline.pretraining_stream`): its rows of each global batch of
     `train_batch_size`, in `gradient_accumulation_steps` micro-batches per step.
 
     Under `distribute_datasets_from_function`, `input_context` gives the worker and the

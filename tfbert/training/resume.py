@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 import tensorflow as tf
 
 from tfbert import ownership
-from tfbert.data.pretraining import INPUT_ORDER
 from tfbert.errors import UserError
+from tfbert.pretraining_data.pipeline import INPUT_ORDER
 from tfbert.training import callbacks as cb
 from tfbert.training.schedules import DEFAULT_LR_SCHEDULE
 

@@ -1,15 +1,15 @@
 """The scan of pretraining records before a run: every record of every file read once.
 
-`scan_records` reads every file before a run builds its model (CRCs checked by TensorFlow's
-reader, bytes counted as `tfbert.data.records.read_records` counts them), so a bad shard is a
-UserError at the start naming the file, the record and its byte offset, not an error at step 96.
-It also tells the record format of each file from the features of its first record
-(`tfbert.data.record_formats`); an unknown layout, a mix of formats or shapes that do not fit
-the run is a UserError naming the file. A bad record ends what TensorFlow can read of a file
-(its reader moves on to the next file after a checksum error), so with `skip_corrupt` the rest
-of that file is skipped; the scan counts what is skipped (for plain files by walking the record
-headers after the bad record, their length fields checked with `masked_crc32c`) and tells
-`read_records` the bytes to expect, so the end-of-file check passes quietly for the known loss.
+`scan_records` reads every file before a run builds its model (CRCs checked by TensorFlow's reader,
+bytes counted as `tfbert.pretraining_data.records.read_records` counts them), so a bad shard is a
+UserError at the start naming the file, the record and its byte offset, not an error at step 96. It
+also tells the record format of each file from the features of its first record
+(`tfbert.pretraining_data.record_formats`); an unknown layout, a mix of formats or shapes that do
+not fit the run is a UserError naming the file. A bad record ends what TensorFlow can read of a file
+(its reader moves on to the next file after a checksum error), so with `skip_corrupt` the rest of
+that file is skipped; the scan counts what is skipped (for plain files by walking the record headers
+after the bad record, their length fields checked with `masked_crc32c`) and tells `read_records` the
+bytes to expect, so the end-of-file check passes quietly for the known loss.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 from tqdm.auto import tqdm
 
-from tfbert.data.record_formats import RecordLayout, checked_layout
-from tfbert.data.records import RECORD_OVERHEAD, file_info, quiet_deprecation
 from tfbert.errors import UserError
+from tfbert.pretraining_data.record_formats import RecordLayout, checked_layout
+from tfbert.pretraining_data.records import RECORD_OVERHEAD, file_info, quiet_deprecation
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +79,8 @@ def scan_records(files: Sequence[str], what: str = "input_file", skip_corrupt: b
         progress: bool or None. A progress bar (tqdm, on stderr); None: for inputs of 256 MB
             or more on a terminal.
         check_schema: bool. Tell the format of each file from its first record
-            (`tfbert.data.record_formats.checked_layout`) and check that all files share one
-            format and shape.
+            (`tfbert.pretraining_data.record_formats.checked_layout`) and check that all files
+            share one format and shape.
         max_seq_length: int or None. For google-format records: the input_ids length they must
             have (None: any).
         max_predictions_per_seq: int or None. For google-format records: the masked_lm_* length

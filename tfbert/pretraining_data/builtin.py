@@ -16,9 +16,10 @@ import shutil
 import time
 from typing import Any
 
-from tfbert.data import corpora, instance_files, instances, splits
+from tfbert.data import corpora, splits
 from tfbert.errors import UserError
 from tfbert.fileio import write_json
+from tfbert.pretraining_data import instance_files, instances
 from tfbert.text import vocab_builder
 
 logger = logging.getLogger(__name__)

@@ -18,16 +18,16 @@ already applied:
 
 Reading (`GoogleRecordsTransform`). By default the original sequence is restored (the stored
 `masked_lm_ids` put back at `masked_lm_positions` where the weight is 1) and masked afresh with
-`tfbert.data.masking.DynamicMasker`, the masker tfbert's own records go through: new masks every
-epoch, 15% of the non-special tokens chosen, 80% [MASK] / 10% random / 10% kept. With
+`tfbert.pretraining_data.masking.DynamicMasker`, the masker tfbert's own records go through: new
+masks every epoch, 15% of the non-special tokens chosen, 80% [MASK] / 10% random / 10% kept. With
 `static_masking` the stored masks are used as they are, which is google-research/bert's own
-behaviour (for reproducing its runs). Whole-word masking of such records groups a token with
-its `##` pieces (the records hold no word boundaries beyond those).
+behaviour (for reproducing its runs). Whole-word masking of such records groups a token with its
+`##` pieces (the records hold no word boundaries beyond those).
 
-Writing (`GoogleRecordEncoder`). tfbert's instances (text pairs) go through tfbert's own
-tokenize -> pack -> mask transform (`tfbert.data.text_pairs.PretrainingTransform`) once, with a
-seed per batch of instances, and the result is frozen into records of the table's features and
-dtypes. Those records are what google-research/bert's `run_pretraining.py` input_fn parses.
+Writing (`GoogleRecordEncoder`). tfbert's instances (text pairs) go through tfbert's own tokenize ->
+pack -> mask transform (`tfbert.pretraining_data.features.PretrainingTransform`) once, with a seed
+per batch of instances, and the result is frozen into records of the table's features and dtypes.
+Those records are what google-research/bert's `run_pretraining.py` input_fn parses.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfbert.data.masking import DynamicMasker, continuation_flags
-from tfbert.data.text_pairs import PretrainingTransform
+from tfbert.pretraining_data.features import PretrainingTransform
+from tfbert.pretraining_data.masking import DynamicMasker, continuation_flags
 
 # name -> the tf.train.Feature kind it is stored as (what tells the format apart).
 GOOGLE_FEATURES = {
@@ -176,8 +176,8 @@ class GoogleRecordEncoder:
         self._encode = tf.function(self.transform.__call__, reduce_retracing=True)
 
     def add(self, instance) -> list[bytes]:
-        """Queues one `tfbert.data.instances.Instance`; returns the records of a full batch
-        (else [])."""
+        """Queues one `tfbert.pretraining_data.instances.Instance`; returns the records of a full
+        batch (else [])."""
         self._pending.append(instance)
         return self.flush() if len(self._pending) >= self.batch_size else []
 

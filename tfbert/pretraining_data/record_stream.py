@@ -1,10 +1,9 @@
 """The training order of pretraining records: an endless stream that starts at any position.
 
-Each position is a pure function of (files, record counts, seed), so a stream started at
-position p yields exactly what one started at 0 yields from its p-th record on, without reading
-the records before p (beyond skipping within the files being read at p). It reads each file up
-to the count the scan found readable (`tfbert.data.record_scan`) and checks that it holds that
-many.
+Each position is a pure function of (files, record counts, seed), so a stream started at position p
+yields exactly what one started at 0 yields from its p-th record on, without reading the records
+before p (beyond skipping within the files being read at p). It reads each file up to the count the
+scan found readable (`tfbert.pretraining_data.record_scan`) and checks that it holds that many.
 
     stream_start(counts, order, position)   where the round robin of one epoch stands
     stream_plans(files, counts, seed, ...)  those starts for several positions, as arrays
@@ -19,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tfbert.data.records import file_info
+from tfbert.pretraining_data.records import file_info
 
 
 def _file_order(seed: int | tf.Tensor, epoch: int | tf.Tensor, num_files: int) -> tf.Tensor:

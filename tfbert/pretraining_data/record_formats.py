@@ -1,7 +1,8 @@
 """The record formats a pretraining input may hold, told from the first record of each file.
 
-    tfbert   tfbert's text pairs (`tfbert.data.records`)
-    google   google-research/bert's token ids with stored masks (`tfbert.data.google_records`)
+    tfbert   tfbert's text pairs (`tfbert.pretraining_data.records`)
+    google   google-research/bert's token ids with stored masks
+             (`tfbert.pretraining_data.google_records`)
 
 An unknown layout, a mix of formats or shapes, or shapes that do not fit the run is a UserError
 naming the file.
@@ -15,9 +16,9 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from tfbert.data.google_records import GOOGLE_FEATURES
-from tfbert.data.records import file_info, parse_examples, quiet_deprecation
 from tfbert.errors import UserError
+from tfbert.pretraining_data.google_records import GOOGLE_FEATURES
+from tfbert.pretraining_data.records import file_info, parse_examples, quiet_deprecation
 
 TFBERT, GOOGLE = "tfbert", "google"
 RECORD_FORMATS = {

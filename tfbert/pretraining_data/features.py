@@ -2,17 +2,17 @@
 
 Shape legend: B = batch, T = max_seq_length, P = max_predictions_per_seq.
 
-A batch of parsed records (`tfbert.data.records.parse_examples`) is tokenized (A and B in one
-call), packed as [CLS] A [SEP] B [SEP] and masked (`tfbert.data.masking.DynamicMasker`). The
-same transform writes google-research/bert's records once
-(`tfbert.data.google_records.GoogleRecordEncoder`).
+A batch of parsed records (`tfbert.pretraining_data.records.parse_examples`) is tokenized (A and B
+in one call), packed as [CLS] A [SEP] B [SEP] and masked
+(`tfbert.pretraining_data.masking.DynamicMasker`). The same transform writes google-research/bert's
+records once (`tfbert.pretraining_data.google_records.GoogleRecordEncoder`).
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from tfbert.data.masking import DynamicMasker, continuation_flags, tokens_starting_words
+from tfbert.pretraining_data.masking import DynamicMasker, continuation_flags, tokens_starting_words
 from tfbert.text.packer import BertPacker
 from tfbert.text.tokenizer import BertTokenizer
 

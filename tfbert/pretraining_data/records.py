@@ -200,8 +200,8 @@ def _checked_records(path: tf.Tensor, expected: tf.Tensor, compression: tf.Tenso
                 "bytes)", (path, num_records, read, expected))
             message = tf.where(tf.equal(compression, "GZIP"), gzip, plain)
             if skip_corrupt:
-                report = tf.print("WARNING tfbert.data.records: skipping the rest of a bad file.",
-                                  message, output_stream=sys.stderr)
+                report = tf.print("WARNING tfbert.pretraining_data.records: skipping the rest of "
+                                  "a bad file.", message, output_stream=sys.stderr)
             else:
                 hint = " (pass skip_corrupt=True to skip the rest of such files with a warning)"
                 report = tf.debugging.Assert(False, [message + hint])

@@ -1,16 +1,17 @@
 """Sentence-pair instances for BERT pretraining, created from a stream of documents.
 
-The algorithm behind `data_tools/create_pretraining_data.py` (files: `tfbert.data.instance_files`).
-It follows Google's reference `create_pretraining_data.py` (`create_instances_from_document`): a
-target length (`max_seq_length - 3`, or with probability `short_seq_prob` a random length in [2,
-that]), segment A from consecutive sentences, segment B the actual continuation 50% of the time and
-a span of a different document otherwise (the unused sentences are put back), `truncate_seq_pair`
-from a random end of the longer segment, `dupe_factor` passes, deterministic for a seed.
+The algorithm behind `data_tools/create_pretraining_data.py` (files:
+`tfbert.pretraining_data.instance_files`). It follows Google's reference
+`create_pretraining_data.py` (`create_instances_from_document`): a target length (`max_seq_length -
+3`, or with probability `short_seq_prob` a random length in [2, that]), segment A from consecutive
+sentences, segment B the actual continuation 50% of the time and a span of a different document
+otherwise (the unused sentences are put back), `truncate_seq_pair` from a random end of the longer
+segment, `dupe_factor` passes, deterministic for a seed.
 
 An instance holds TEXT, not token ids: the tf.data pipeline re-tokenizes it and masks
 dynamically (fresh masks every epoch), so ids and masks are not frozen into the records.
 (`output_format="google"` freezes one masking of the same instances into google-research/bert's
-record format instead, for trainers that read that: `tfbert.data.google_records`.)
+record format instead, for trainers that read that: `tfbert.pretraining_data.google_records`.)
 Truncation therefore cuts the text at word boundaries of BERT's basic tokenizer (a CJK
 character, a punctuation mark, or a whitespace-separated word with all its `##` pieces), which
 guarantees that re-tokenizing the stored text gives exactly the counted tokens, so A and B
@@ -37,7 +38,8 @@ Deviations from the reference, and why:
 Example:
 
 ```python
-from tfbert.data import corpora, documents, instances
+from tfbert.data import corpora
+from tfbert.pretraining_data import documents, instances
 
 spans = documents.bert_word_spans("vocab.txt")
 docs = documents.tokenize_documents(iter(corpora.chinese_documents()), spans)
@@ -55,8 +57,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from tfbert.data.documents import Document, Sentence
 from tfbert.errors import UserError
+from tfbert.pretraining_data.documents import Document, Sentence
 
 
 @dataclasses.dataclass(frozen=True)

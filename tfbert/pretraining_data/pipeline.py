@@ -1,8 +1,8 @@
 """The pretraining input pipeline: TFRecords of text pairs -> masked-LM + NSP batches, in-graph.
 
-Records of google-research/bert's format (token ids with stored masks) go the same way from
-the parse on, through `tfbert.data.google_records.GoogleRecordsTransform` instead of tokenizing
-and packing: the format is told from the files' first records.
+Records of google-research/bert's format (token ids with stored masks) go the same way from the
+parse on, through `tfbert.pretraining_data.google_records.GoogleRecordsTransform` instead of
+tokenizing and packing: the format is told from the files' first records.
 
 Shape legend: B = batch (per replica under tf.distribute), T = max_seq_length,
 P = max_predictions_per_seq.
@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfbert.data import record_formats, record_stream, records
-from tfbert.data.google_records import GoogleRecordsTransform, feature_spec
-from tfbert.data.masking import BatchRows
-from tfbert.data.text_pairs import PretrainingTransform
+from tfbert.pretraining_data import record_formats, record_stream, records
+from tfbert.pretraining_data.features import PretrainingTransform
+from tfbert.pretraining_data.google_records import GoogleRecordsTransform, feature_spec
+from tfbert.pretraining_data.masking import BatchRows
 from tfbert.text.vocab import load_vocab
 
 logger = logging.getLogger(__name__)
@@ -317,7 +317,7 @@ def pretraining_stream(
         chunk_steps.
 
     Example:
-    >>> from tfbert.data import record_scan
+    >>> from tfbert.pretraining_data import record_scan
     >>> files = records.expand_file_pattern("data/pretrain.tfrecord-*")
     >>> counts = [r.records for r in record_scan.scan_records(files)]
     >>> ds = pretraining_stream(files, counts, "vocab.txt", 128, 20, 32, seed=1,

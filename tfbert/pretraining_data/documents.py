@@ -1,13 +1,14 @@
 """Documents as instance making reads them: sentences, each with its words' spans and tokens.
 
-Words are BERT's basic-tokenizer words (a word and all its `##` pieces), so cutting a segment at
-a word boundary keeps the count of its WordPiece tokens exact (`tfbert.data.instances`). With
-whole-word masking each sentence also carries the start chars of its jieba words.
+Words are BERT's basic-tokenizer words (a word and all its `##` pieces), so cutting a segment at a
+word boundary keeps the count of its WordPiece tokens exact (`tfbert.pretraining_data.instances`).
+With whole-word masking each sentence also carries the start chars of its jieba words.
 
 Example:
 
 ```python
-from tfbert.data import corpora, documents
+from tfbert.data import corpora
+from tfbert.pretraining_data import documents
 
 spans = documents.bert_word_spans("vocab.txt")
 for doc in documents.tokenize_documents(iter(corpora.chinese_documents()), spans):

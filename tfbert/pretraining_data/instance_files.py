@@ -1,9 +1,10 @@
 """Pretraining records from text files: documents read, instances made, shards written.
 
-This is the library behind `data_tools/create_pretraining_data.py`: text files (one sentence a
-line, a blank line between documents) or the built-in corpus -> `tfbert.data.documents` ->
-`tfbert.data.instances` -> TFRecord shards in tfbert's format (`tfbert.data.records`) or
-google-research/bert's (`tfbert.data.google_records`).
+This is the library behind `data_tools/create_pretraining_data.py`: text files (one sentence a line,
+a blank line between documents) or the built-in corpus -> `tfbert.pretraining_data.documents` ->
+`tfbert.pretraining_data.instances` -> TFRecord shards in tfbert's format
+(`tfbert.pretraining_data.records`) or google-research/bert's
+(`tfbert.pretraining_data.google_records`).
 
 Nothing lost, nothing silent (`create_pretraining_data`):
 - Text files are read through `tfbert.textfiles` (a UTF-8 BOM is dropped, `encoding` such as
@@ -35,11 +36,12 @@ import tensorflow as tf
 import tqdm
 
 from tfbert import ownership, textfiles
-from tfbert.data import record_formats, records, splits
-from tfbert.data.documents import bert_word_spans, tokenize_documents
-from tfbert.data.google_records import GoogleRecordEncoder
-from tfbert.data.instances import InstanceOptions, Stats, create_instances_multi_pass
+from tfbert.data import splits
 from tfbert.errors import UserError
+from tfbert.pretraining_data import record_formats, records
+from tfbert.pretraining_data.documents import bert_word_spans, tokenize_documents
+from tfbert.pretraining_data.google_records import GoogleRecordEncoder
+from tfbert.pretraining_data.instances import InstanceOptions, Stats, create_instances_multi_pass
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +137,7 @@ def create_pretraining_data(output_file: str, vocab_file: str,
                             output_format: str = "tfbert", max_predictions_per_seq: int = 20,
                             masked_lm_prob: float = 0.15, do_whole_word_mask: bool = False,
                             overwrite: bool = False) -> tuple[Stats, list[str]]:
-    """Writes pretraining TFRecords (see `tfbert.data.records`) from text files, from
+    """Writes pretraining TFRecords (see `tfbert.pretraining_data.records`) from text files, from
     in-memory `documents`, or (neither given) from the built-in Chinese corpus.
 
     In-memory documents (and the built-in corpus) are shuffled whole with `seed` first, as the
@@ -167,10 +169,10 @@ def create_pretraining_data(output_file: str, vocab_file: str,
             UTF-8, as tfbert writes it).
         max_bad_fraction: float. Share of a file's lines that may be dropped for undecodable
             bytes (see `read_text_documents`).
-        output_format: str. "tfbert": text pairs, masked when read (`tfbert.data.records`).
-            "google": google-research/bert's token ids with static masks, drawn here
-            (`tfbert.data.google_records`); the instances are the same for the same input,
-            options and seed.
+        output_format: str. "tfbert": text pairs, masked when read
+            (`tfbert.pretraining_data.records`). "google": google-research/bert's token ids with
+            static masks, drawn here (`tfbert.pretraining_data.google_records`); the instances
+            are the same for the same input, options and seed.
         max_predictions_per_seq: int. google format: masked positions per record (P).
         masked_lm_prob: float. google format: share of non-special tokens masked.
         do_whole_word_mask: bool. google format: mask a token with its `##` pieces (and,
