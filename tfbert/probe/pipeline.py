@@ -66,8 +66,7 @@ def run(model: str, output_dir: str, attention: str | None = None,
     encoder = features.load_encoder(path)  # loads TensorFlow
     from tfbert.text.tokenizer import BertTokenizer
 
-    tokenizer = BertTokenizer(features.vocab_path(path),
-                                     lower_case=encoder.config.lower_case)
+    tokenizer = BertTokenizer(features.vocab_path(path), lower_case=encoder.config.lower_case)
     special = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id}
     seq_length = min(max_seq_length, encoder.config.max_position_embeddings)
     sentence = _attention_input(tokenizer, attention, seq_length) if attention is not None else None
