@@ -51,6 +51,19 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
          "--only=baseline,random_init --output_dir=output/q_rand; python -m bench.quality "
          "--pretrained=tfbert-chinese --setups=sentiment_1000 --only=pretrained "
          "--output_dir=output/q_pre (the two files' rows in one)"),
+        ("quality-ner-avx512-epyc-zen4-2026-12-07.json",
+         "python -m bench.quality --pretrained=tfbert-chinese --setups=ner "
+         "--only=baseline,pretrained --output_dir=output/q_ner"),
+    ]),
+    ("Probing the layers (`python -m tfbert.probe`)", [
+        ("probe-tfbert-chinese-avx512-epyc-zen4-2026-12-07.json",
+         "python -m tfbert.probe --model=tfbert-chinese --output_dir=output/probe "
+         "--attention=\"中国人民银行今天宣布降低利率。\" (its probe.json)"),
+        ("probe-tfbert-chinese-l2-0.001-avx512-epyc-zen4-2026-12-07.json",
+         "python -m tfbert.probe --model=tfbert-chinese --output_dir=output/probe --l2=0.001 "
+         "(its probe.json)"),
+        ("probe_l2-avx512-epyc-zen4-2026-12-07.json",
+         "python -m experiments.probe_l2 --model=tfbert-chinese --out=FILE"),
     ]),
     ("Fine-tuning kits", [
         ("classifier_kit-avx2-epyc-2026-12-01.json",

@@ -127,7 +127,7 @@ def test_wheel_metadata(wheel_file):
             extras.setdefault(extra, {})[r.name] = r
     assert set(core) == {"tensorflow", "tensorflow-text", "keras", "keras-hub",
                          "tensorflow-datasets", "safetensors", "numpy", "absl-py", "tqdm",
-                         "jieba", "snownlp", "bm25s", "scikit-learn", "matplotlib"}
+                         "jieba", "snownlp", "bm25s", "scikit-learn", "matplotlib", "threadpoolctl"}
     for r in core.values():  # compatible ranges: a floor and a ceiling
         assert {s.operator for s in r.specifier} == {">=", "<"}, r
     assert set(extras) == {"test", "bench", "jax"}

@@ -17,6 +17,7 @@ import sys
 
 from tfbert.errors import run_cli
 from tfbert.probe import run
+from tfbert.probe.probes import DEFAULT_L2
 from tfbert.probe.tasks import TASKS
 
 PROG = "python -m tfbert.probe"
@@ -59,7 +60,7 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                              "%(default)s, or the model's max_position_embeddings if smaller)")
     parser.add_argument("--batch_size", type=int, default=32,
                         help="texts per forward pass (default: %(default)s)")
-    parser.add_argument("--l2", type=float, default=1e-3,
+    parser.add_argument("--l2", type=float, default=DEFAULT_L2,
                         help="probes' L2 strength on the mean cross-entropy (default: "
                              "%(default)s)")
     parser.add_argument("--max_iter", type=int, default=100,
@@ -87,11 +88,15 @@ def _main(argv: list[str] | None, prog: str) -> int:
         out.write(f"{task:13s} best layer {best}: {entry['model'][best]:.3f} (random init "
                   f"{max(entry['random_init']):.3f} at best; selectivity "
                   f"{entry['selectivity'][best]:+.3f}), expected layer "
-                  f"{entry['expected_layer']}\n")
+                  f"{_layer(entry['expected_layer'])}\n")
     out.write(result["ordering"]["sentence"] + "\n")
     out.write(f"written to {args.output_dir}: probe.json, probe.md, probe.png, "
               "attention_heads.png\n")
     return 0
+
+
+def _layer(value: float | None) -> str:
+    return "none (no gain over the embeddings)" if value is None else f"{value:.2f}"
 
 
 if __name__ == "__main__":

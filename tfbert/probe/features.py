@@ -58,17 +58,17 @@ def resolve_model(model: str) -> str:
         UserError: no such path or shipped name; no vocab.txt beside the checkpoint.
     """
     from tfbert.checkpoints import resolve_source, shipped
+    from tfbert.training.model_source import vocab_beside
 
     path = os.fspath(resolve_source(model))
     if not os.path.exists(path) and not os.path.isfile(path + ".index"):
         raise UserError(f"--model {model}: no such model (not a checkpoint folder, a Google "
                         f"checkpoint prefix or a shipped model: {', '.join(shipped.names())})")
     run_model = os.path.join(path, "model")
-    if (os.path.isdir(path) and not os.path.isfile(os.path.join(path, "vocab.txt"))
-            and os.path.isfile(os.path.join(run_model, "vocab.txt"))):
+    if os.path.isdir(path) and vocab_beside(path) is None and vocab_beside(run_model):
         path = run_model  # a run's output_dir
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    if not os.path.isfile(os.path.join(folder, "vocab.txt")):
+    if vocab_beside(path) is None:
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
         raise UserError(f"--model {model}: no vocab.txt in {folder or '.'}; the probe tokenizes "
                         "with the model's own vocab")
     return path
@@ -76,7 +76,9 @@ def resolve_model(model: str) -> str:
 
 def vocab_path(path: str) -> str:
     """vocab.txt of a `resolve_model` path (a folder, or a Google prefix's folder)."""
-    return os.path.join(path if os.path.isdir(path) else os.path.dirname(path), "vocab.txt")
+    from tfbert.training.model_source import vocab_beside
+
+    return vocab_beside(path)
 
 
 def load_encoder(path: str) -> Any:

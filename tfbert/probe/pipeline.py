@@ -34,7 +34,7 @@ SEGMENTATION_LABELS = ("B", "M", "E", "S")
 def run(model: str, output_dir: str, attention: str | None = None,
         tasks: Sequence[str] = task_data.TASKS, max_train_sentences: int = 1500,
         max_test_sentences: int = 800, max_seq_length: int = 128, batch_size: int = 32,
-        l2: float = 1e-3, max_iter: int = 100, seed: int = 0, progress: bool = True
+        l2: float = probes.DEFAULT_L2, max_iter: int = 100, seed: int = 0, progress: bool = True
         ) -> dict[str, Any]:
     """Probes every layer of `model` and writes probe.json, probe.md, probe.png,
     attention_heads.png (and attention_layer{l}.png for `attention`) into `output_dir`.
@@ -66,8 +66,7 @@ def run(model: str, output_dir: str, attention: str | None = None,
     encoder = features.load_encoder(path)  # loads TensorFlow
     from tfbert.text.tokenizer import BertTokenizer
 
-    tokenizer = BertTokenizer(features.vocab_path(path),
-                                     lower_case=encoder.config.lower_case)
+    tokenizer = BertTokenizer(features.vocab_path(path), lower_case=encoder.config.lower_case)
     special = {"cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id}
     seq_length = min(max_seq_length, encoder.config.max_position_embeddings)
     sentence = _attention_input(tokenizer, attention, seq_length) if attention is not None else None
