@@ -15,8 +15,13 @@ _LAZY = {
     "batch_by_length": "tfbert.data.length_buckets",
     "bucket_lengths": "tfbert.data.length_buckets",
     "predict_in_order": "tfbert.data.length_buckets",
+    # pretraining's names, at tfbert.pretraining_data now; kept here for one release, like the
+    # old module paths in tfbert/_moved.py
+    "pretraining_dataset": "tfbert.pretraining_data.pipeline",
+    "PretrainingTransform": "tfbert.pretraining_data.features",
+    "DynamicMasker": "tfbert.pretraining_data.masking",
 }
 
-__all__ = ["corpora", *sorted(_LAZY)]
+__all__ = ["batch_by_length", "bucket_lengths", "corpora", "predict_in_order"]
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY)
