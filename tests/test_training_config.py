@@ -134,6 +134,7 @@ def test_default_learning_rate_follows_the_model(task, tmp_path):
     (tiny / "config.json").write_text(json.dumps(dict(
         json.loads(Path(small).read_text()), hidden_size=128, intermediate_size=512)))
     assert rate(init_checkpoint=str(wide)) == 3e-4  # hidden 256: tfbert-chinese
+    assert rate(init_checkpoint="tfbert-chinese") == 3e-4  # by its shipped name too
     assert rate(init_checkpoint=str(tiny)) == 1e-3
     assert rate(init_checkpoint=str(wide), bert_config_file=small) == 3e-4
     assert rate(bert_config_file=small, learning_rate=3e-5) == 3e-5

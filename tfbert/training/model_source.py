@@ -76,6 +76,7 @@ def checkpoint_config(init_checkpoint: str | None) -> BertConfig | None:
     preset)."""
     if not init_checkpoint or "://" in init_checkpoint:
         return None
+    init_checkpoint = os.fspath(checkpoints.resolve_source(init_checkpoint))  # a shipped name
     directory = (init_checkpoint if os.path.isdir(init_checkpoint)
                  else os.path.dirname(init_checkpoint))
     for name in ("config.json", "bert_config.json"):
