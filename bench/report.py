@@ -39,6 +39,11 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
          "--bfloat16 --only pretrain; python -m bench.run --quick --only "
          "tokenizer,pipeline,scaling"),
     ]),
+    ("tfbert-chinese's shape at fixed compute", [
+        ("shape_study-avx512-epyc-zen4-2026-12-07.json",
+         "python -m experiments.shape_study --output_dir=output/shape_study "
+         "(its shape_study.json)"),
+    ]),
     ("The built-in default pretraining", [
         ("pretrain_default-avx2-epyc.json", "python run_pretraining.py"),
         ("pretrain_recipe-avx2-epyc-2026-12-01.json",
