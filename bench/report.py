@@ -56,6 +56,11 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
          "--only=baseline,random_init --output_dir=output/q_rand; python -m bench.quality "
          "--pretrained=tfbert-chinese --setups=sentiment_1000 --only=pretrained "
          "--output_dir=output/q_pre (the two files' rows in one)"),
+        ("quality-sentiment-avx512-epyc-zen4-2026-12-07.json",
+         "python -m bench.quality --setups=sentiment,sentiment_1000 --only=baseline "
+         "--output_dir=output/q_base; python -m bench.quality --pretrained=tfbert-chinese "
+         "--setups=sentiment --only=pretrained --output_dir=output/q_sent (the sentiment rows "
+         "of the two files in one)"),
         ("quality-ner-avx512-epyc-zen4-2026-12-07.json",
          "python -m bench.quality --pretrained=tfbert-chinese --setups=ner "
          "--only=baseline,pretrained --output_dir=output/q_ner"),
