@@ -55,8 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     for task in task_data.CHAR_TASKS:
         fit, held = _labels(task, sets, encoded)
         control = task_data.control_labels(fit, held, 0)
-        metric = "entity_macro_f1" if task == "entity" else "accuracy"
-        classes = [fit.names.index(c) for c in ("PER", "LOC", "ORG")] if task == "entity" else []
+        metric, classes = task_data.metric_of(task, fit.names)
         for l2 in GRID:
             for layer in (0, last // 2, last):
                 began = time.perf_counter()

@@ -121,9 +121,7 @@ def run(model: str, output_dir: str, attention: str | None = None,
                            task_data.hashed_labels(test.units, prior, seed))
             else:
                 control = task_data.control_labels(train, test, seed)
-            metric = "entity_macro_f1" if task == "entity" else "accuracy"
-            classes = [train.names.index(c) for c in ("PER", "LOC", "ORG")] \
-                if task == "entity" else []
+            metric, classes = task_data.metric_of(task, train.names)
             x = {kind: (cached[f"{prefix}_train", kind], cached[f"{prefix}_test", kind])
                  for kind in kinds}
             scores = {kind: probes.probe_layers(x[kind][0], train.labels, x[kind][1],

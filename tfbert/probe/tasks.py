@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 __all__ = ["CHAR_TASKS", "LEVELS", "POS_NAMES", "TASKS", "CharSentence", "TaskData",
-           "char_sentences", "char_task_data", "control_labels", "hashed_labels",
+           "char_sentences", "char_task_data", "control_labels", "hashed_labels", "metric_of",
            "sentiment_data", "word_labels"]
 
 CHAR_TASKS = ("segmentation", "pos", "entity")
@@ -63,6 +63,19 @@ class TaskData:
     labels: np.ndarray  # int [n]
     names: list[str]
     units: list[str]  # the character of each example, or the review text
+
+
+def metric_of(task: str, names: Sequence[str]) -> tuple[str, list[int]]:
+    """A task's probe metric and the label ids it averages: "entity_macro_f1" over PER, LOC and
+    ORG for the entity task, else "accuracy" (no classes).
+
+    Example:
+    >>> metric_of("entity", ENTITY_LABELS)
+    ('entity_macro_f1', [1, 2, 3])
+    """
+    if task == "entity":
+        return "entity_macro_f1", [list(names).index(c) for c in ENTITY_LABELS[1:]]
+    return "accuracy", []
 
 
 def word_labels(words: Sequence[tuple[str, str]]) -> tuple[str, list[str], list[str]]:
